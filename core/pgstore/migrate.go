@@ -1,0 +1,147 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+//go:embed sql/routines.sql
+var routinesSQL string
+
+// migrateLockKey is the transaction-level advisory lock that serializes
+// migrators started at the same time.
+const migrateLockKey = 0x5155454e // "QUEN"
+
+// Migration is one numbered schema change.
+type Migration struct {
+	Version string
+	SQL     string
+}
+
+// Migrations returns the embedded migrations in order.
+func Migrations() []Migration {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		b, err := migrationFS.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, Migration{Version: strings.TrimSuffix(e.Name(), ".sql"), SQL: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out
+}
+
+// MigrateResult says what Migrate did.
+type MigrateResult struct {
+	Applied          []string
+	RoutinesReplaced bool
+}
+
+// Migrate brings the schema up to date in one transaction: it applies the
+// numbered migrations not yet recorded, then re-creates the routines when
+// their checksum changed. It is idempotent and safe when several processes
+// start at once (a transaction-level advisory lock serializes them), and it
+// uses no session state, so it works behind a transaction-pooling proxy.
+func Migrate(ctx context.Context, conn *pgx.Conn) (MigrateResult, error) {
+	var res MigrateResult
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return res, fmt.Errorf("migrate: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::bigint)", int64(migrateLockKey)); err != nil {
+		return res, fmt.Errorf("migrate: lock: %w", err)
+	}
+	if err := execScript(ctx, tx, `
+		CREATE SCHEMA IF NOT EXISTS queen;
+		CREATE TABLE IF NOT EXISTS queen.schema_migrations (
+			version    text PRIMARY KEY,
+			checksum   text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		);`); err != nil {
+		return res, fmt.Errorf("migrate: bookkeeping table: %w", err)
+	}
+	applied := map[string]string{}
+	rows, err := tx.Query(ctx, "SELECT version, checksum FROM queen.schema_migrations")
+	if err != nil {
+		return res, fmt.Errorf("migrate: read applied: %w", err)
+	}
+	for rows.Next() {
+		var v, c string
+		if err := rows.Scan(&v, &c); err != nil {
+			return res, err
+		}
+		applied[v] = c
+	}
+	if err := rows.Err(); err != nil {
+		return res, err
+	}
+
+	for _, m := range Migrations() {
+		if _, ok := applied[m.Version]; ok {
+			continue
+		}
+		if err := execScript(ctx, tx, m.SQL); err != nil {
+			return res, fmt.Errorf("migrate: %s: %w", m.Version, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO queen.schema_migrations (version, checksum) VALUES ($1, $2)",
+			m.Version, checksum(m.SQL)); err != nil {
+			return res, fmt.Errorf("migrate: record %s: %w", m.Version, err)
+		}
+		res.Applied = append(res.Applied, m.Version)
+	}
+
+	sum := checksum(routinesSQL)
+	if applied["routines"] != sum {
+		if err := execScript(ctx, tx, routinesSQL); err != nil {
+			return res, fmt.Errorf("migrate: routines: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO queen.schema_migrations (version, checksum) VALUES ('routines', $1)
+			ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()`, sum); err != nil {
+			return res, fmt.Errorf("migrate: record routines: %w", err)
+		}
+		res.RoutinesReplaced = true
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("migrate: commit: %w", err)
+	}
+	return res, nil
+}
+
+// MigrateURL connects to url and runs Migrate.
+func MigrateURL(ctx context.Context, url string) (MigrateResult, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return MigrateResult{}, fmt.Errorf("migrate: connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	return Migrate(ctx, conn)
+}
+
+// execScript runs a multi-statement script with the simple protocol.
+func execScript(ctx context.Context, tx pgx.Tx, script string) error {
+	_, err := tx.Conn().PgConn().Exec(ctx, script).ReadAll()
+	return err
+}
+
+func checksum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}

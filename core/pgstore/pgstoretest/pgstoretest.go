@@ -1,0 +1,91 @@
+// Package pgstoretest gives tests a migrated, isolated Postgres database
+// and a Store over it whose clock the test controls.
+//
+// Use it from a TestMain:
+//
+//	func TestMain(m *testing.M) { pgstoretest.Main(m) }
+//
+// then call New in each test.
+package pgstoretest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/pgtest"
+)
+
+// Main runs the package's tests with a template database holding the
+// current schema, so each test's database starts migrated.
+func Main(m *testing.M) {
+	pgtest.Main(m, pgtest.WithTemplate(func(ctx context.Context, url string) error {
+		_, err := pgstore.MigrateURL(ctx, url)
+		return err
+	}))
+}
+
+// Clock is a test clock: it stands still until the test moves it.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock set to start.
+func NewClock(start time.Time) *Clock { return &Clock{t: start} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// Env is one test's database, pool, store and clock.
+type Env struct {
+	Pool  *pgxpool.Pool
+	Store *pgstore.Store
+	Clock *Clock
+	URL   string
+}
+
+// Epoch is where test clocks start.
+var Epoch = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// New returns a fresh migrated database with a Store on a test clock.
+func New(t testing.TB) *Env {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	cfg, err := pgstore.PoolConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	clock := NewClock(Epoch)
+	return &Env{Pool: pool, Clock: clock, URL: url, Store: pgstore.New(pool, pgstore.Config{Clock: clock.Now})}
+}
+
+// NewRealTime is New with the database clock instead of a test clock.
+func NewRealTime(t testing.TB) *Env {
+	t.Helper()
+	e := New(t)
+	e.Store = pgstore.New(e.Pool, pgstore.Config{})
+	e.Clock = nil
+	return e
+}

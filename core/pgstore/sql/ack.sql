@@ -1,0 +1,1 @@
+SELECT queen.ack($1::json, $2::timestamptz)

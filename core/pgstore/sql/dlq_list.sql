@@ -1,0 +1,20 @@
+-- $1 queue, $2 group, $3 partition, $4 from, $5 to, $6 limit, $7 offset
+WITH f AS (
+    SELECT * FROM queen.dlq
+    WHERE ($1::text IS NULL OR queue_name = $1)
+      AND ($2::text IS NULL OR consumer_group = $2)
+      AND ($3::text IS NULL OR partition_name = $3)
+      AND ($4::timestamptz IS NULL OR failed_at >= $4)
+      AND ($5::timestamptz IS NULL OR failed_at <= $5)
+)
+SELECT json_build_object(
+    'total', (SELECT count(*) FROM f),
+    'messages', coalesce((
+        SELECT json_agg(json_build_object(
+                   'id', d.id, 'queue', d.queue_name, 'partition', d.partition_name,
+                   'partitionId', d.partition_id, 'offset', d.msg_offset, 'messageId', d.message_id,
+                   'transactionId', d.transaction_id, 'data', d.payload::json, 'traceId', d.trace_id,
+                   'consumerGroup', d.consumer_group, 'errorMessage', d.error,
+                   'retryCount', d.attempts, 'createdAt', d.created_at, 'failedAt', d.failed_at)
+               ORDER BY d.failed_at DESC, d.id DESC)
+        FROM (SELECT * FROM f ORDER BY failed_at DESC, id DESC LIMIT $6 OFFSET $7) d), '[]'::json))

@@ -1,0 +1,1 @@
+SELECT queen.pop($1::json, $2::timestamptz)

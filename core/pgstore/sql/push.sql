@@ -1,0 +1,1 @@
+SELECT queen.push($1::json, $2::timestamptz)

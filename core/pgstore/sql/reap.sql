@@ -1,0 +1,1 @@
+SELECT queen.reap($1::timestamptz, $2::int)

@@ -1,0 +1,1015 @@
+-- Queen routines. Every operation is one call of one of these functions:
+-- one statement, one round trip, one transaction, no session state.
+--
+-- This file is re-applied (CREATE OR REPLACE) by the migrator whenever its
+-- checksum changes, after the numbered migrations.
+--
+-- Lock order, everywhere: consumers rows (sorted by partition id, group) →
+-- queue-name advisory locks (sorted) → queues rows (sorted by name) →
+-- partitions rows (sorted by queue name, partition name) → ready rows.
+-- Pops only ever take locks with SKIP LOCKED, so they never wait.
+
+-- A message's id is derived from its address, so it costs no storage.
+CREATE OR REPLACE FUNCTION queen.message_id(p_pid uuid, p_off bigint)
+RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT md5(p_pid::text || ':' || p_off::text)::uuid
+$$;
+
+-- The advisory key that serializes subscription creation (exclusive) with
+-- pushes (shared) on one queue name.
+CREATE OR REPLACE FUNCTION queen.queue_lock_key(p_queue text)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ('x' || substr(md5('queen.queue:' || p_queue), 1, 16))::bit(64)::bigint
+$$;
+
+-- Unconsumed messages of a queue: per partition, the messages after the
+-- slowest cursor on it (all of them when no group has read it).
+CREATE OR REPLACE FUNCTION queen.queue_depth(p_queue_id bigint)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce(sum(p.last_offset - coalesce(
+               (SELECT min(c.committed) FROM queen.consumers c WHERE c.partition_id = p.id), -1)), 0)::bigint
+    FROM queen.partitions p
+    WHERE p.queue_id = p_queue_id
+$$;
+
+-- ---------------------------------------------------------------------------
+-- push
+
+-- _push appends items [{queue, partition, payload, transactionId, traceId}]
+-- (validated and completed by the caller) and returns one result per item,
+-- in input order. All or nothing.
+CREATE OR REPLACE FUNCTION queen._push(p_items json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_ts   timestamptz;
+    v_pids uuid[];
+    v_res  json;
+    v_full text;
+    v_q    text;
+BEGIN
+    FOR v_q IN
+        SELECT s.name FROM (SELECT DISTINCT i->>'queue' AS name FROM json_array_elements(p_items) i) s
+        ORDER BY s.name COLLATE "C"
+    LOOP
+        PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(v_q));
+    END LOOP;
+
+    INSERT INTO queen.queues (name, created_at, updated_at)
+    SELECT s.name, coalesce(p_now, now()), coalesce(p_now, now())
+    FROM (SELECT DISTINCT i->>'queue' AS name FROM json_array_elements(p_items) i) s
+    WHERE NOT EXISTS (SELECT 1 FROM queen.queues x WHERE x.name = s.name)
+    ORDER BY s.name COLLATE "C"
+    ON CONFLICT (name) DO NOTHING;
+
+    -- Capped queues: hold the queue row so the size check below is exact.
+    PERFORM 1 FROM queen.queues x
+    WHERE x.max_size > 0
+      AND x.name IN (SELECT i->>'queue' FROM json_array_elements(p_items) i)
+    ORDER BY x.name COLLATE "C"
+    FOR UPDATE;
+
+    INSERT INTO queen.partitions (id, queue_id, name, created_at)
+    SELECT gen_random_uuid(), x.id, s.pname, coalesce(p_now, now())
+    FROM (SELECT DISTINCT i->>'queue' AS qname, i->>'partition' AS pname
+          FROM json_array_elements(p_items) i) s
+    JOIN queen.queues x ON x.name = s.qname
+    WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.queue_id = x.id AND p.name = s.pname)
+    ORDER BY s.qname COLLATE "C", s.pname COLLATE "C"
+    ON CONFLICT (queue_id, name) DO NOTHING;
+
+    SELECT array_agg(l.id) INTO v_pids FROM (
+        SELECT p.id
+        FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
+        WHERE (x.name, p.name) IN (SELECT i->>'queue', i->>'partition' FROM json_array_elements(p_items) i)
+        ORDER BY x.name COLLATE "C", p.name COLLATE "C"
+        FOR UPDATE OF p
+    ) l;
+
+    -- Stamped while the partition locks are held: created_at is monotone
+    -- per partition in commit order.
+    v_ts := coalesce(p_now, clock_timestamp());
+
+    WITH items AS (
+        SELECT (t.ord - 1)::int AS idx, t.i->>'queue' AS qname, t.i->>'partition' AS pname,
+               coalesce((t.i->'payload')::text, 'null') AS payload,
+               t.i->>'transactionId' AS txid, t.i->>'traceId' AS trace_id
+        FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
+    ),
+    parts AS (
+        SELECT p.id AS pid, p.queue_id, p.name AS pname, x.name AS qname, p.last_offset,
+               x.dedup_window, greatest(v_ts, coalesce(p.last_pushed_at, v_ts)) AS ts
+        FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
+        WHERE p.id = ANY (v_pids)
+    ),
+    j AS (
+        SELECT it.*, pa.pid, pa.queue_id, pa.last_offset, pa.dedup_window, pa.ts,
+               min(it.idx) OVER (PARTITION BY pa.pid, it.txid) AS first_idx
+        FROM items it JOIN parts pa ON pa.qname = it.qname AND pa.pname = it.pname
+    ),
+    k AS (
+        SELECT j.*, d.msg_offset AS seen_offset
+        FROM j LEFT JOIN queen.dedup d
+          ON j.dedup_window > 0 AND d.partition_id = j.pid AND d.transaction_id = j.txid
+         AND d.created_at > j.ts - make_interval(secs => j.dedup_window)
+    ),
+    fresh AS (
+        SELECT k.pid, k.queue_id, k.idx, k.txid, k.payload, k.trace_id, k.ts, k.dedup_window,
+               k.last_offset + row_number() OVER (PARTITION BY k.pid ORDER BY k.idx) AS off
+        FROM k
+        WHERE k.seen_offset IS NULL AND (k.dedup_window = 0 OR k.idx = k.first_idx)
+    ),
+    seg AS (
+        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids)
+        SELECT pid, min(off), min(ts), array_agg(txid ORDER BY off), array_agg(payload ORDER BY off),
+               CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END
+        FROM fresh GROUP BY pid
+    ),
+    upd AS (
+        UPDATE queen.partitions p SET last_offset = f.last, last_pushed_at = f.ts
+        FROM (SELECT pid, max(off) AS last, min(ts) AS ts FROM fresh GROUP BY pid) f
+        WHERE p.id = f.pid
+    ),
+    dd AS (
+        INSERT INTO queen.dedup (partition_id, transaction_id, msg_offset, created_at)
+        SELECT pid, txid, off, ts FROM fresh WHERE dedup_window > 0
+        ORDER BY pid, txid
+        ON CONFLICT (partition_id, transaction_id)
+            DO UPDATE SET msg_offset = EXCLUDED.msg_offset, created_at = EXCLUDED.created_at
+    ),
+    rdy AS (
+        INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+        SELECT f.queue_id, s.group_name, f.pid, nextval('queen.ready_order')
+        FROM (SELECT DISTINCT pid, queue_id FROM fresh) f
+        JOIN queen.queues x ON x.id = f.queue_id
+        JOIN queen.subscriptions s ON s.queue_name = x.name
+        ORDER BY f.queue_id, s.group_name, f.pid
+        ON CONFLICT (queue_id, group_name, partition_id) DO UPDATE SET version = queen.ready.version + 1
+    )
+    SELECT json_agg(json_build_object(
+               'index', k.idx,
+               'transactionId', k.txid,
+               'status', CASE WHEN f.idx IS NOT NULL THEN 'queued' ELSE 'duplicate' END,
+               'offset', coalesce(f.off, k.seen_offset, f1.off),
+               'messageId', queen.message_id(k.pid, coalesce(f.off, k.seen_offset, f1.off)),
+               'partitionId', k.pid,
+               'queue', k.qname,
+               'partition', k.pname,
+               'traceId', k.trace_id,
+               'createdAt', k.ts)
+             ORDER BY k.idx)
+    INTO v_res
+    FROM k
+    LEFT JOIN fresh f ON f.idx = k.idx
+    LEFT JOIN fresh f1 ON f1.idx = k.first_idx;
+
+    SELECT x.name INTO v_full
+    FROM queen.queues x
+    WHERE x.max_size > 0
+      AND x.name IN (SELECT i->>'queue' FROM json_array_elements(p_items) i)
+      AND queen.queue_depth(x.id) > x.max_size
+    LIMIT 1;
+    IF v_full IS NOT NULL THEN
+        RAISE EXCEPTION 'queue % is full', v_full USING ERRCODE = 'QN429';
+    END IF;
+
+    RETURN v_res;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION queen.push(p_items json, p_now timestamptz)
+RETURNS json LANGUAGE sql AS $$
+    SELECT queen._push(p_items, p_now)
+$$;
+
+-- ---------------------------------------------------------------------------
+-- dead letters, leases, subscriptions
+
+-- _dead_letter copies the message at p_off into the DLQ. Returns false when
+-- the message no longer exists (removed by retention).
+CREATE OR REPLACE FUNCTION queen._dead_letter(p_pid uuid, p_group text, p_off bigint,
+                                               p_error text, p_attempts int, p_now timestamptz)
+RETURNS boolean LANGUAGE plpgsql AS $fn$
+BEGIN
+    INSERT INTO queen.dlq (queue_name, partition_name, partition_id, msg_offset, message_id,
+                           transaction_id, payload, trace_id, consumer_group, error, attempts,
+                           created_at, failed_at)
+    SELECT x.name, p.name, p.id, p_off, queen.message_id(p.id, p_off),
+           s.txids[p_off - s.base_offset + 1], s.payloads[p_off - s.base_offset + 1],
+           s.trace_ids[p_off - s.base_offset + 1], p_group, p_error, p_attempts,
+           s.created_at, p_now
+    FROM queen.segments s
+    JOIN queen.partitions p ON p.id = s.partition_id
+    JOIN queen.queues x ON x.id = p.queue_id
+    WHERE s.partition_id = p_pid
+      AND s.base_offset = (SELECT max(base_offset) FROM queen.segments
+                           WHERE partition_id = p_pid AND base_offset <= p_off)
+      AND p_off < s.base_offset + cardinality(s.txids);
+    RETURN FOUND;
+END
+$fn$;
+
+-- _expire ends an expired lease of a consumer row the caller has locked:
+-- one failed attempt of the head message, exactly once per lease. When the
+-- head's attempts exceed the queue's retryLimit it is dead-lettered;
+-- otherwise the head is delivered alone next time. Returns 'expired' or
+-- 'dead-lettered'.
+CREATE OR REPLACE FUNCTION queen._expire(p_pid uuid, p_group text, p_now timestamptz)
+RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+    cr      queen.consumers;
+    v_limit int;
+    v_att   int;
+BEGIN
+    SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group;
+    IF cr.lease_id IS NULL THEN
+        RETURN 'none';
+    END IF;
+    SELECT retry_limit INTO v_limit FROM queen.queues WHERE id = cr.queue_id;
+    v_att := cr.attempts + 1;
+    IF v_att > v_limit THEN
+        PERFORM queen._dead_letter(p_pid, p_group, cr.committed + 1,
+                                   format('lease expired (attempt %s of %s)', v_att, v_limit + 1),
+                                   v_att, p_now);
+        UPDATE queen.consumers
+        SET committed = cr.committed + 1, delivered = greatest(delivered, cr.committed + 1),
+            attempts = 0, head_only = false, batch_end = NULL, lease_id = NULL,
+            lease_expires_at = NULL, worker_id = NULL, updated_at = p_now
+        WHERE partition_id = p_pid AND group_name = p_group;
+        RETURN 'dead-lettered';
+    END IF;
+    UPDATE queen.consumers
+    SET attempts = v_att, head_only = true, batch_end = NULL, lease_id = NULL,
+        lease_expires_at = NULL, worker_id = NULL, updated_at = p_now
+    WHERE partition_id = p_pid AND group_name = p_group;
+    RETURN 'expired';
+END
+$fn$;
+
+-- _subscribe returns the (queue, group) subscription, creating it on first
+-- use. A new subscription gets ready rows for every partition holding
+-- messages it should read.
+CREATE OR REPLACE FUNCTION queen._subscribe(p_queue text, p_group text, p_mode text,
+                                             p_from timestamptz, p_now timestamptz)
+RETURNS queen.subscriptions LANGUAGE plpgsql AS $fn$
+DECLARE
+    s queen.subscriptions;
+BEGIN
+    SELECT * INTO s FROM queen.subscriptions WHERE queue_name = p_queue AND group_name = p_group;
+    IF FOUND THEN
+        RETURN s;
+    END IF;
+    PERFORM pg_advisory_xact_lock(queen.queue_lock_key(p_queue));
+    INSERT INTO queen.subscriptions (queue_name, group_name, mode, from_ts, created_at)
+    VALUES (p_queue, p_group, coalesce(p_mode, 'all'),
+            CASE WHEN coalesce(p_mode, 'all') = 'all' THEN NULL ELSE coalesce(p_from, p_now) END,
+            p_now)
+    ON CONFLICT DO NOTHING;
+    SELECT * INTO s FROM queen.subscriptions WHERE queue_name = p_queue AND group_name = p_group;
+    INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+    SELECT p.queue_id, p_group, p.id, nextval('queen.ready_order')
+    FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
+    WHERE x.name = p_queue AND p.last_offset >= 0
+      AND (s.from_ts IS NULL OR p.last_pushed_at >= s.from_ts)
+    ORDER BY p.id
+    ON CONFLICT DO NOTHING;
+    RETURN s;
+END
+$fn$;
+
+-- _start_offset is the cursor a subscription starts at on one partition:
+-- -1 (from the beginning), or just before the first message with
+-- created_at >= p_from.
+CREATE OR REPLACE FUNCTION queen._start_offset(p_pid uuid, p_from timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_from IS NULL THEN -1 ELSE coalesce(
+        (SELECT s.base_offset + cardinality(s.txids) - 1
+         FROM queen.segments s
+         WHERE s.partition_id = p_pid AND s.created_at < p_from
+         ORDER BY s.base_offset DESC LIMIT 1),
+        (SELECT CASE WHEN p.last_pushed_at < p_from THEN p.last_offset ELSE -1 END
+         FROM queen.partitions p WHERE p.id = p_pid)) END
+$$;
+
+-- _ensure_consumer creates the (partition, group) cursor if missing.
+CREATE OR REPLACE FUNCTION queen._ensure_consumer(p_pid uuid, p_queue_id bigint, p_group text,
+                                                   p_from timestamptz, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_start bigint;
+BEGIN
+    IF EXISTS (SELECT 1 FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group) THEN
+        RETURN;
+    END IF;
+    v_start := queen._start_offset(p_pid, p_from);
+    INSERT INTO queen.consumers (partition_id, group_name, queue_id, committed, delivered, updated_at)
+    VALUES (p_pid, p_group, p_queue_id, v_start, v_start, p_now)
+    ON CONFLICT DO NOTHING;
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- pop
+
+-- _claim tries to lease up to p_budget messages of one partition.
+-- status: 'claimed', 'consumed' (nothing left), 'busy' (leased or locked),
+-- 'waiting' (delayedProcessing / windowBuffer).
+CREATE OR REPLACE FUNCTION queen._claim(q queen.queues, s queen.subscriptions, p_pid uuid,
+                                         p_pname text, p_group text, p_budget int, p_lease uuid,
+                                         p_auto boolean, p_worker text, p_now timestamptz)
+RETURNS queen.claim LANGUAGE plpgsql AS $fn$
+DECLARE
+    cr     queen.consumers;
+    r      queen.claim;
+    v_last bigint;
+    v_pushed timestamptz;
+    v_seg  bigint;
+    v_from bigint;
+    v_lim  int;
+    v_end  bigint;
+BEGIN
+    r.n := 0;
+    PERFORM queen._ensure_consumer(p_pid, q.id, p_group, s.from_ts, p_now);
+    SELECT * INTO cr FROM queen.consumers
+    WHERE partition_id = p_pid AND group_name = p_group
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        r.status := 'busy';
+        RETURN r;
+    END IF;
+    IF cr.lease_id IS NOT NULL THEN
+        IF cr.lease_expires_at > p_now THEN
+            r.status := 'busy';
+            RETURN r;
+        END IF;
+        PERFORM queen._expire(p_pid, p_group, p_now);
+        SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group;
+    END IF;
+
+    SELECT last_offset, last_pushed_at INTO v_last, v_pushed FROM queen.partitions WHERE id = p_pid;
+    IF cr.committed >= v_last THEN
+        r.status := 'consumed';
+        RETURN r;
+    END IF;
+    IF q.window_buffer > 0 AND v_pushed > p_now - make_interval(secs => q.window_buffer) THEN
+        r.status := 'waiting';
+        RETURN r;
+    END IF;
+
+    v_lim := CASE WHEN cr.head_only THEN 1 ELSE p_budget END;
+    v_from := cr.committed + 1;
+    SELECT max(base_offset) INTO v_seg FROM queen.segments
+    WHERE partition_id = p_pid AND base_offset <= v_from;
+    IF v_seg IS NULL THEN
+        -- The head was removed by retention: continue at the oldest survivor.
+        SELECT min(base_offset) INTO v_seg FROM queen.segments
+        WHERE partition_id = p_pid AND base_offset > cr.committed;
+        IF v_seg IS NULL THEN
+            UPDATE queen.consumers
+            SET committed = v_last, delivered = greatest(delivered, v_last), attempts = 0,
+                head_only = false, updated_at = p_now
+            WHERE partition_id = p_pid AND group_name = p_group;
+            r.status := 'consumed';
+            RETURN r;
+        END IF;
+        v_from := v_seg;
+    END IF;
+
+    SELECT array_agg(json_build_object(
+               'id', queen.message_id(p_pid, m.off),
+               'transactionId', m.txid,
+               'partitionId', p_pid,
+               'partition', p_pname,
+               'queue', q.name,
+               'offset', m.off,
+               'data', m.payload::json,
+               'traceId', m.trace_id,
+               'createdAt', m.created_at,
+               'retryCount', CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END)
+             ORDER BY m.off),
+           count(*), max(m.off)
+    INTO r.msgs, r.n, v_end
+    FROM (
+        SELECT sg.base_offset + u.ord - 1 AS off, u.txid, sg.payloads[u.ord] AS payload,
+               sg.trace_ids[u.ord] AS trace_id, sg.created_at
+        FROM queen.segments sg
+        CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS u(txid, ord)
+        WHERE sg.partition_id = p_pid
+          AND sg.base_offset >= v_seg AND sg.base_offset < v_from + v_lim
+          AND sg.base_offset + u.ord - 1 >= v_from
+          AND sg.base_offset + u.ord - 1 < v_from + v_lim
+          AND (q.delayed_processing = 0
+               OR sg.created_at <= p_now - make_interval(secs => q.delayed_processing))
+    ) m;
+
+    IF r.n = 0 THEN
+        r.status := 'waiting';
+        RETURN r;
+    END IF;
+
+    IF p_auto THEN
+        UPDATE queen.consumers
+        SET committed = v_end, delivered = greatest(delivered, v_end), attempts = 0,
+            head_only = false, updated_at = p_now
+        WHERE partition_id = p_pid AND group_name = p_group;
+    ELSE
+        UPDATE queen.consumers
+        SET batch_end = v_end, delivered = greatest(delivered, v_end), lease_id = p_lease,
+            lease_expires_at = p_now + make_interval(secs => q.lease_time),
+            worker_id = p_worker, updated_at = p_now
+        WHERE partition_id = p_pid AND group_name = p_group;
+    END IF;
+    r.status := 'claimed';
+    RETURN r;
+END
+$fn$;
+
+-- pop leases up to batch messages from one partition (or up to `partitions`
+-- partitions under one lease id, sharing the batch budget).
+-- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker}
+CREATE OR REPLACE FUNCTION queen.pop(p_req json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_now     timestamptz := coalesce(p_now, clock_timestamp());
+    v_queue   text := p_req->>'queue';
+    v_part    text := p_req->>'partition';
+    v_group   text := coalesce(p_req->>'group', '__QUEUE_MODE__');
+    v_batch   int := coalesce((p_req->>'batch')::int, 1);
+    v_maxp    int := coalesce((p_req->>'partitions')::int, 1);
+    v_auto    boolean := coalesce((p_req->>'autoAck')::boolean, false);
+    v_worker  text := p_req->>'worker';
+    v_lease   uuid := gen_random_uuid();
+    q         queen.queues;
+    s         queen.subscriptions;
+    r         queen.claim;
+    v_pid     uuid;
+    v_pname   text;
+    v_seen    uuid[] := '{}';
+    v_msgs    json[] := '{}';
+    v_got     int := 0;
+    v_parts   int := 0;
+    v_scanned int := 0;
+BEGIN
+    s := queen._subscribe(v_queue, v_group, p_req->>'mode', (p_req->>'from')::timestamptz, v_now);
+    SELECT * INTO q FROM queen.queues WHERE name = v_queue;
+    IF NOT FOUND THEN
+        RETURN json_build_object('messages', '[]'::json);
+    END IF;
+
+    IF v_part IS NOT NULL THEN
+        SELECT id INTO v_pid FROM queen.partitions WHERE queue_id = q.id AND name = v_part;
+        IF FOUND THEN
+            r := queen._claim(q, s, v_pid, v_part, v_group, v_batch, v_lease, v_auto, v_worker, v_now);
+            IF r.status = 'claimed' THEN
+                v_msgs := r.msgs;
+                v_got := r.n;
+            END IF;
+        END IF;
+    ELSE
+        LOOP
+            EXIT WHEN v_parts >= v_maxp OR v_got >= v_batch OR v_scanned >= 64;
+            SELECT rd.partition_id, p.name INTO v_pid, v_pname
+            FROM queen.ready rd JOIN queen.partitions p ON p.id = rd.partition_id
+            WHERE rd.queue_id = q.id AND rd.group_name = v_group
+              AND rd.partition_id <> ALL (v_seen)
+            ORDER BY rd.order_key
+            LIMIT 1
+            FOR UPDATE OF rd SKIP LOCKED;
+            EXIT WHEN NOT FOUND;
+            v_seen := v_seen || v_pid;
+            v_scanned := v_scanned + 1;
+            r := queen._claim(q, s, v_pid, v_pname, v_group, v_batch - v_got, v_lease, v_auto,
+                              v_worker, v_now);
+            IF r.status = 'consumed' THEN
+                DELETE FROM queen.ready
+                WHERE queue_id = q.id AND group_name = v_group AND partition_id = v_pid;
+            ELSIF r.status IN ('claimed', 'waiting') THEN
+                UPDATE queen.ready SET order_key = nextval('queen.ready_order')
+                WHERE queue_id = q.id AND group_name = v_group AND partition_id = v_pid;
+            END IF;
+            IF r.status = 'claimed' THEN
+                v_msgs := v_msgs || r.msgs;
+                v_got := v_got + r.n;
+                v_parts := v_parts + 1;
+            END IF;
+        END LOOP;
+    END IF;
+
+    RETURN json_build_object(
+        'leaseId', CASE WHEN v_got > 0 AND NOT v_auto THEN v_lease END,
+        'leaseExpiresAt', CASE WHEN v_got > 0 AND NOT v_auto
+                               THEN v_now + make_interval(secs => q.lease_time) END,
+        'messages', coalesce(array_to_json(v_msgs), '[]'::json));
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- ack
+
+-- _find_offset resolves a transactionId to its offset in a partition,
+-- looking first at what was delivered to the group, then at the dedup keys,
+-- then at recent history below the cursor and the undelivered tail.
+CREATE OR REPLACE FUNCTION queen._find_offset(p_pid uuid, p_txid text, p_committed bigint,
+                                               p_delivered bigint)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_off bigint;
+    v_seg bigint;
+BEGIN
+    IF p_delivered > p_committed THEN
+        SELECT coalesce(max(base_offset), 0) INTO v_seg FROM queen.segments
+        WHERE partition_id = p_pid AND base_offset <= p_committed + 1;
+        SELECT s.base_offset + u.ord - 1 INTO v_off
+        FROM queen.segments s CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
+        WHERE s.partition_id = p_pid AND s.base_offset >= v_seg AND s.base_offset <= p_delivered
+          AND u.txid = p_txid AND s.base_offset + u.ord - 1 > p_committed
+        ORDER BY 1 LIMIT 1;
+        IF v_off IS NOT NULL THEN
+            RETURN v_off;
+        END IF;
+    END IF;
+    SELECT msg_offset INTO v_off FROM queen.dedup WHERE partition_id = p_pid AND transaction_id = p_txid;
+    IF v_off IS NOT NULL THEN
+        RETURN v_off;
+    END IF;
+    SELECT s.base_offset + u.ord - 1 INTO v_off
+    FROM (SELECT * FROM queen.segments WHERE partition_id = p_pid AND base_offset <= p_committed
+          ORDER BY base_offset DESC LIMIT 1000) s
+    CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
+    WHERE u.txid = p_txid
+    ORDER BY 1 DESC LIMIT 1;
+    IF v_off IS NOT NULL THEN
+        RETURN v_off;
+    END IF;
+    SELECT s.base_offset + u.ord - 1 INTO v_off
+    FROM (SELECT * FROM queen.segments WHERE partition_id = p_pid AND base_offset > p_delivered
+          ORDER BY base_offset LIMIT 1000) s
+    CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
+    WHERE u.txid = p_txid
+    ORDER BY 1 LIMIT 1;
+    RETURN v_off;
+END
+$fn$;
+
+-- _ack applies acknowledgements [{partitionId, transactionId, status,
+-- group, leaseId, error}] (status normalized to completed | failed | retry |
+-- dlq by the caller). Returns {ok, results}. When any item is invalid
+-- nothing is written and ok is false.
+CREATE OR REPLACE FUNCTION queen._ack(p_items json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_now    timestamptz := coalesce(p_now, clock_timestamp());
+    v_items  queen.ack_item[];
+    v_units  queen.ack_unit[] := '{}';
+    u        record;
+    sig      record;
+    cr       queen.consumers;
+    un       queen.ack_unit;
+    v_limit  int;
+    v_L      bigint;
+    v_Lfail  boolean;
+    v_Latt   int;
+    v_H      bigint;
+    v_att    int;
+    v_new    bigint;
+    v_attn   int;
+    v_bad    boolean;
+BEGIN
+    PERFORM 1 FROM queen.consumers c
+    WHERE (c.partition_id, c.group_name) IN (
+        SELECT (i->>'partitionId')::uuid, i->>'group' FROM json_array_elements(p_items) i)
+    ORDER BY c.partition_id, c.group_name
+    FOR UPDATE;
+
+    SELECT array_agg(ROW(it.idx, it.pid, it.grp, it.txid, it.status, it.lease, it.err, it.off,
+                         CASE
+                           WHEN it.part_missing THEN 'partition not found'
+                           WHEN it.committed IS NULL THEN
+                             format('message not delivered to consumer group %s', it.grp)
+                           WHEN it.off IS NULL THEN 'message not found'
+                           WHEN it.off <= it.committed THEN NULL
+                           WHEN it.off > it.delivered THEN
+                             format('message not delivered to consumer group %s', it.grp)
+                           WHEN it.lease IS NOT NULL AND (it.cur_lease IS DISTINCT FROM it.lease
+                                                          OR it.expires <= v_now)
+                             THEN 'invalid or expired lease'
+                         END,
+                         CASE
+                           WHEN it.part_missing OR (it.committed IS NOT NULL AND it.off IS NULL) THEN 'not_found'
+                           ELSE 'conflict'
+                         END)::queen.ack_item ORDER BY it.idx)
+    INTO v_items
+    FROM (
+        SELECT t.ord - 1 AS idx, (t.i->>'partitionId')::uuid AS pid, t.i->>'group' AS grp,
+               t.i->>'transactionId' AS txid, t.i->>'status' AS status,
+               (t.i->>'leaseId')::uuid AS lease, t.i->>'error' AS err,
+               NOT EXISTS (SELECT 1 FROM queen.partitions p
+                           WHERE p.id = (t.i->>'partitionId')::uuid) AS part_missing,
+               c.committed, c.delivered, c.lease_id AS cur_lease, c.lease_expires_at AS expires,
+               CASE WHEN c.committed IS NOT NULL THEN
+                   queen._find_offset((t.i->>'partitionId')::uuid, t.i->>'transactionId',
+                                      c.committed, c.delivered) END AS off
+        FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
+        LEFT JOIN queen.consumers c
+          ON c.partition_id = (t.i->>'partitionId')::uuid AND c.group_name = t.i->>'group'
+    ) it;
+
+    SELECT bool_or(x.problem IS NOT NULL) INTO v_bad FROM unnest(v_items) x;
+    IF v_bad THEN
+        RETURN json_build_object('ok', false, 'results', (
+            SELECT json_agg(json_build_object(
+                       'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
+                       'success', false,
+                       'error', coalesce(x.problem, 'not applied: another item of this call was rejected'),
+                       'code', CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END)
+                   ORDER BY x.idx)
+            FROM unnest(v_items) x));
+    END IF;
+
+    FOR u IN SELECT DISTINCT x.pid, x.grp FROM unnest(v_items) x ORDER BY 1, 2 LOOP
+        SELECT * INTO cr FROM queen.consumers WHERE partition_id = u.pid AND group_name = u.grp;
+        SELECT retry_limit INTO v_limit FROM queen.queues WHERE id = cr.queue_id;
+        un := ROW(u.pid, u.grp, cr.committed, cr.committed, false, NULL, '{}')::queen.ack_unit;
+        v_L := NULL; v_H := NULL; v_Lfail := false; v_Latt := 0;
+
+        -- The strongest signal per offset above the cursor: dlq > failed > retry > completed.
+        FOR sig IN
+            SELECT x.off, max(CASE x.status WHEN 'dlq' THEN 4 WHEN 'failed' THEN 3
+                                            WHEN 'retry' THEN 2 ELSE 1 END) AS rank
+            FROM unnest(v_items) x
+            WHERE x.pid = u.pid AND x.grp = u.grp AND x.off > cr.committed
+            GROUP BY x.off ORDER BY x.off
+        LOOP
+            EXIT WHEN v_L IS NOT NULL;  -- nothing above the lowest stop signal applies
+            IF sig.rank = 3 THEN
+                v_att := CASE WHEN sig.off = cr.committed + 1 THEN cr.attempts ELSE 0 END + 1;
+                IF v_att > v_limit THEN
+                    v_H := sig.off;
+                    un.dlq_offs := un.dlq_offs || sig.off;
+                ELSE
+                    v_L := sig.off; v_Lfail := true; v_Latt := v_att;
+                END IF;
+            ELSIF sig.rank = 2 THEN
+                v_L := sig.off; v_Lfail := false;
+            ELSE
+                v_H := sig.off;
+                IF sig.rank = 4 THEN
+                    un.dlq_offs := un.dlq_offs || sig.off;
+                END IF;
+            END IF;
+        END LOOP;
+
+        v_new := coalesce(v_H, cr.committed);
+        IF v_L IS NOT NULL AND v_L - 1 < v_new THEN
+            v_new := v_L - 1;
+        END IF;
+        v_new := greatest(v_new, cr.committed);
+        -- Dead-letter signals above the new cursor are not applied.
+        un.dlq_offs := ARRAY(SELECT o FROM unnest(un.dlq_offs) o WHERE o <= v_new);
+
+        FOR sig IN
+            SELECT o AS off,
+                   (SELECT x.err FROM unnest(v_items) x
+                    WHERE x.pid = u.pid AND x.grp = u.grp AND x.off = o
+                    ORDER BY (x.status = 'dlq') DESC, (x.status = 'failed') DESC LIMIT 1) AS err,
+                   (SELECT bool_or(x.status = 'failed') FROM unnest(v_items) x
+                    WHERE x.pid = u.pid AND x.grp = u.grp AND x.off = o) AS failed
+            FROM unnest(un.dlq_offs) o ORDER BY o
+        LOOP
+            v_att := CASE WHEN sig.off = cr.committed + 1 THEN cr.attempts ELSE 0 END;
+            IF sig.failed THEN
+                v_att := v_att + 1;
+            END IF;
+            PERFORM queen._dead_letter(u.pid, u.grp, sig.off, sig.err, v_att, v_now);
+        END LOOP;
+
+        IF v_L IS NOT NULL AND v_L = v_new + 1 THEN
+            v_attn := CASE WHEN v_Lfail THEN v_Latt
+                           WHEN v_new = cr.committed THEN cr.attempts ELSE 0 END;
+        ELSE
+            v_attn := CASE WHEN v_new = cr.committed THEN cr.attempts ELSE 0 END;
+        END IF;
+
+        un.new := v_new;
+        un.stop_off := v_L;
+        un.released := cr.lease_id IS NOT NULL
+                        AND (v_L IS NOT NULL OR v_new >= coalesce(cr.batch_end, v_new));
+        UPDATE queen.consumers
+        SET committed = v_new,
+            delivered = greatest(delivered, v_new),
+            attempts = v_attn,
+            head_only = CASE WHEN v_new > cr.committed THEN false ELSE head_only END,
+            batch_end = CASE WHEN un.released THEN NULL ELSE batch_end END,
+            lease_id = CASE WHEN un.released THEN NULL ELSE lease_id END,
+            lease_expires_at = CASE WHEN un.released THEN NULL ELSE lease_expires_at END,
+            worker_id = CASE WHEN un.released THEN NULL ELSE worker_id END,
+            updated_at = v_now
+        WHERE partition_id = u.pid AND group_name = u.grp;
+        v_units := v_units || un;
+    END LOOP;
+
+    RETURN json_build_object('ok', true, 'results', (
+        SELECT json_agg(json_build_object(
+                   'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
+                   'offset', x.off, 'consumerGroup', x.grp,
+                   'queue', xq.name, 'partition', p.name,
+                   'success', true,
+                   'result', CASE
+                       WHEN x.off <= un2.old THEN 'already committed'
+                       WHEN x.off = ANY (un2.dlq_offs) THEN 'dead-lettered'
+                       WHEN x.off <= un2.new THEN 'committed'
+                       WHEN x.off = un2.stop_off THEN 'redelivered'
+                       ELSE 'not applied' END,
+                   'dlq', x.off > un2.old AND x.off = ANY (un2.dlq_offs)
+                          AND x.status IN ('dlq', 'failed'),
+                   'committed', un2.new,
+                   'leaseReleased', un2.released)
+               ORDER BY x.idx)
+        FROM unnest(v_items) x
+        JOIN unnest(v_units) un2 ON un2.pid = x.pid AND un2.grp = x.grp
+        JOIN queen.partitions p ON p.id = x.pid
+        JOIN queen.queues xq ON xq.id = p.queue_id));
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION queen.ack(p_items json, p_now timestamptz)
+RETURNS json LANGUAGE sql AS $$
+    SELECT queen._ack(p_items, p_now)
+$$;
+
+-- transact applies acks and pushes atomically. Required leases must be live.
+CREATE OR REPLACE FUNCTION queen.transact(p_acks json, p_items json, p_leases uuid[],
+                                           p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_now   timestamptz := coalesce(p_now, clock_timestamp());
+    v_lease uuid;
+    v_ack   json;
+    v_push  json;
+BEGIN
+    SELECT l INTO v_lease FROM unnest(p_leases) l
+    WHERE NOT EXISTS (SELECT 1 FROM queen.consumers c
+                      WHERE c.lease_id = l AND c.lease_expires_at > v_now)
+    LIMIT 1;
+    IF v_lease IS NOT NULL THEN
+        RETURN json_build_object('ok', false, 'code', 'conflict',
+                                 'error', format('invalid or expired lease %s', v_lease));
+    END IF;
+    IF json_array_length(p_acks) > 0 THEN
+        v_ack := queen._ack(p_acks, v_now);
+        IF NOT (v_ack->>'ok')::boolean THEN
+            RETURN json_build_object('ok', false, 'ack', v_ack->'results');
+        END IF;
+    END IF;
+    IF json_array_length(p_items) > 0 THEN
+        v_push := queen._push(p_items, p_now);
+    END IF;
+    RETURN json_build_object('ok', true, 'ack', coalesce(v_ack->'results', '[]'::json),
+                             'push', coalesce(v_push, '[]'::json));
+END
+$fn$;
+
+-- extend_lease pushes out the expiry of every partition lease held under
+-- p_lease. Returns {status: 'ok'|'expired'|'unknown', expiresAt}.
+CREATE OR REPLACE FUNCTION queen.extend_lease(p_lease uuid, p_seconds int, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_exp timestamptz;
+BEGIN
+    WITH u AS (
+        UPDATE queen.consumers
+        SET lease_expires_at = greatest(lease_expires_at, v_now + make_interval(secs => p_seconds)),
+            updated_at = v_now
+        WHERE lease_id = p_lease AND lease_expires_at > v_now
+        RETURNING lease_expires_at
+    )
+    SELECT max(lease_expires_at) INTO v_exp FROM u;
+    IF v_exp IS NOT NULL THEN
+        RETURN json_build_object('status', 'ok', 'expiresAt', v_exp);
+    END IF;
+    IF EXISTS (SELECT 1 FROM queen.consumers WHERE lease_id = p_lease) THEN
+        RETURN json_build_object('status', 'expired');
+    END IF;
+    RETURN json_build_object('status', 'unknown');
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- seek, configure, DLQ retry
+
+-- seek moves a group's cursors on a queue. p_target: {toEnd} | {toBeginning}
+-- | {timestamp} | {offsets: {partition: nextOffset}}. Clears leases and
+-- attempt counts. Returns {status, partitions: [{partition, committed}]}.
+CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue text, p_target json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    q     queen.queues;
+    s     queen.subscriptions;
+    v_ts  timestamptz := (p_target->>'timestamp')::timestamptz;
+    v_bad text;
+    v_res json;
+BEGIN
+    SELECT * INTO q FROM queen.queues WHERE name = p_queue;
+    IF NOT FOUND THEN
+        RETURN json_build_object('status', 'queue_not_found');
+    END IF;
+    IF p_target->'offsets' IS NOT NULL THEN
+        SELECT k INTO v_bad FROM json_object_keys(p_target->'offsets') k
+        WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.queue_id = q.id AND p.name = k)
+        LIMIT 1;
+        IF v_bad IS NOT NULL THEN
+            RETURN json_build_object('status', 'partition_not_found', 'partition', v_bad);
+        END IF;
+    END IF;
+    s := queen._subscribe(p_queue, p_group, 'all', NULL, v_now);
+
+    INSERT INTO queen.consumers (partition_id, group_name, queue_id, committed, delivered, updated_at)
+    SELECT p.id, p_group, q.id, queen._start_offset(p.id, s.from_ts),
+           queen._start_offset(p.id, s.from_ts), v_now
+    FROM queen.partitions p
+    WHERE p.queue_id = q.id
+      AND NOT EXISTS (SELECT 1 FROM queen.consumers c WHERE c.partition_id = p.id AND c.group_name = p_group)
+    ORDER BY p.id
+    ON CONFLICT DO NOTHING;
+
+    PERFORM 1 FROM queen.consumers c
+    WHERE c.queue_id = q.id AND c.group_name = p_group
+    ORDER BY c.partition_id
+    FOR UPDATE;
+
+    WITH target AS (
+        SELECT p.id AS pid, p.name, p.last_offset,
+               CASE
+                 WHEN (p_target->>'toEnd')::boolean THEN p.last_offset
+                 WHEN (p_target->>'toBeginning')::boolean THEN -1
+                 WHEN v_ts IS NOT NULL THEN queen._start_offset(p.id, v_ts)
+                 WHEN p_target->'offsets'->>p.name IS NULL THEN NULL
+                 ELSE least(greatest((p_target->'offsets'->>p.name)::bigint - 1, -1), p.last_offset)
+               END AS committed
+        FROM queen.partitions p
+        WHERE p.queue_id = q.id
+    ),
+    upd AS (
+        UPDATE queen.consumers c
+        SET committed = t.committed, delivered = t.committed, attempts = 0, head_only = false,
+            batch_end = NULL, lease_id = NULL, lease_expires_at = NULL, worker_id = NULL,
+            updated_at = v_now
+        FROM target t
+        WHERE c.partition_id = t.pid AND c.group_name = p_group AND t.committed IS NOT NULL
+        RETURNING t.pid, t.name, t.committed, t.last_offset
+    ),
+    rdy AS (
+        INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+        SELECT q.id, p_group, upd.pid, nextval('queen.ready_order')
+        FROM upd WHERE upd.committed < upd.last_offset
+        ORDER BY upd.pid
+        ON CONFLICT (queue_id, group_name, partition_id) DO UPDATE SET version = queen.ready.version + 1
+    )
+    SELECT json_agg(json_build_object('partition', upd.name, 'committed', upd.committed,
+                                      'lastOffset', upd.last_offset) ORDER BY upd.name)
+    INTO v_res FROM upd;
+    RETURN json_build_object('status', 'ok', 'partitions', coalesce(v_res, '[]'::json));
+END
+$fn$;
+
+-- configure creates the queue if needed and applies the options present in
+-- p_opts (a partial update). Returns the queue row.
+CREATE OR REPLACE FUNCTION queen.configure(p_queue text, p_namespace text, p_task text,
+                                            p_opts json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    q     queen.queues;
+BEGIN
+    INSERT INTO queen.queues (name, created_at, updated_at)
+    VALUES (p_queue, v_now, v_now)
+    ON CONFLICT (name) DO NOTHING;
+    UPDATE queen.queues SET
+        namespace = coalesce(p_namespace, namespace),
+        task = coalesce(p_task, task),
+        lease_time = coalesce((p_opts->>'leaseTime')::int, lease_time),
+        retry_limit = coalesce((p_opts->>'retryLimit')::int, retry_limit),
+        dedup_window = coalesce((p_opts->>'dedupWindowSeconds')::int, dedup_window),
+        delayed_processing = coalesce((p_opts->>'delayedProcessing')::int, delayed_processing),
+        window_buffer = coalesce((p_opts->>'windowBuffer')::int, window_buffer),
+        max_size = coalesce((p_opts->>'maxSize')::bigint, max_size),
+        retention_seconds = coalesce((p_opts->>'retentionSeconds')::int, retention_seconds),
+        completed_retention_seconds = coalesce((p_opts->>'completedRetentionSeconds')::int,
+                                               completed_retention_seconds),
+        encryption_enabled = coalesce((p_opts->>'encryptionEnabled')::boolean, encryption_enabled),
+        priority = coalesce((p_opts->>'priority')::int, priority),
+        updated_at = v_now
+    WHERE name = p_queue
+    RETURNING * INTO q;
+    RETURN row_to_json(q);
+END
+$fn$;
+
+-- dlq_retry re-pushes the stored snapshot of a dead letter to its queue and
+-- partition under p_new_txid, then drops the DLQ rows of that address
+-- (only p_group's when given). Returns the push result, or null when there
+-- is no such dead letter.
+CREATE OR REPLACE FUNCTION queen.dlq_retry(p_pid uuid, p_txid text, p_group text,
+                                            p_new_txid text, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    d     queen.dlq;
+    v_res json;
+BEGIN
+    SELECT * INTO d FROM queen.dlq
+    WHERE partition_id = p_pid AND transaction_id = p_txid
+      AND (p_group IS NULL OR consumer_group = p_group)
+    ORDER BY id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    v_res := queen._push(json_build_array(json_build_object(
+                 'queue', d.queue_name, 'partition', d.partition_name,
+                 'payload', d.payload::json, 'transactionId', p_new_txid, 'traceId', d.trace_id)),
+             p_now);
+    DELETE FROM queen.dlq
+    WHERE partition_id = p_pid AND transaction_id = p_txid
+      AND (p_group IS NULL OR consumer_group = p_group);
+    RETURN v_res->0;
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- reaper
+
+-- reap does one bounded maintenance pass: expire leases (counting the
+-- attempt), prune dedup keys past their window, apply retentionSeconds and
+-- completedRetentionSeconds. At most p_limit rows of each kind. Safe to run
+-- concurrently with itself and with traffic.
+CREATE OR REPLACE FUNCTION queen.reap(p_now timestamptz, p_limit int)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_now      timestamptz := coalesce(p_now, clock_timestamp());
+    lk         record;
+    v_expired  int := 0;
+    v_dead     int := 0;
+    v_dedup    int := 0;
+    v_retained int := 0;
+    v_complete int := 0;
+BEGIN
+    FOR lk IN
+        SELECT partition_id, group_name FROM queen.consumers
+        WHERE lease_id IS NOT NULL AND lease_expires_at <= v_now
+        ORDER BY lease_expires_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        CASE queen._expire(lk.partition_id, lk.group_name, v_now)
+            WHEN 'expired' THEN v_expired := v_expired + 1;
+            WHEN 'dead-lettered' THEN v_expired := v_expired + 1; v_dead := v_dead + 1;
+            ELSE NULL;
+        END CASE;
+    END LOOP;
+
+    DELETE FROM queen.dedup WHERE ctid = ANY (ARRAY(
+        SELECT d.ctid FROM queen.dedup d
+        JOIN queen.partitions p ON p.id = d.partition_id
+        JOIN queen.queues x ON x.id = p.queue_id
+        WHERE d.created_at <= v_now - make_interval(secs => x.dedup_window)
+        ORDER BY d.created_at
+        LIMIT p_limit));
+    GET DIAGNOSTICS v_dedup = ROW_COUNT;
+
+    DELETE FROM queen.segments WHERE ctid = ANY (ARRAY(
+        SELECT sg.ctid
+        FROM queen.queues x
+        JOIN queen.partitions p ON p.queue_id = x.id
+        CROSS JOIN LATERAL (
+            SELECT s.ctid FROM queen.segments s
+            WHERE s.partition_id = p.id
+              AND s.created_at < v_now - make_interval(secs => x.retention_seconds)
+            ORDER BY s.base_offset LIMIT p_limit) sg
+        WHERE x.retention_seconds > 0
+        LIMIT p_limit));
+    GET DIAGNOSTICS v_retained = ROW_COUNT;
+
+    DELETE FROM queen.segments WHERE ctid = ANY (ARRAY(
+        SELECT sg.ctid
+        FROM queen.queues x
+        JOIN queen.partitions p ON p.queue_id = x.id
+        CROSS JOIN LATERAL (
+            SELECT min(c.committed) AS low, count(*) AS n
+            FROM queen.consumers c WHERE c.partition_id = p.id) cm
+        CROSS JOIN LATERAL (
+            SELECT s.ctid FROM queen.segments s
+            WHERE s.partition_id = p.id
+              AND s.created_at < v_now - make_interval(secs => x.completed_retention_seconds)
+              AND s.base_offset + cardinality(s.txids) - 1 <= cm.low
+            ORDER BY s.base_offset LIMIT p_limit) sg
+        WHERE x.completed_retention_seconds > 0
+          AND cm.n > 0
+          AND cm.n >= (SELECT count(*) FROM queen.subscriptions sb WHERE sb.queue_name = x.name)
+        LIMIT p_limit));
+    GET DIAGNOSTICS v_complete = ROW_COUNT;
+
+    RETURN json_build_object('leasesExpired', v_expired, 'deadLettered', v_dead,
+                             'dedupPruned', v_dedup, 'segmentsRetained', v_retained,
+                             'segmentsCompleted', v_complete);
+END
+$fn$;

@@ -1,0 +1,703 @@
+// Package pgstore is the Postgres implementation of queen.Store. It owns the
+// SQL (embedded .sql files, one per operation), the migrations and the
+// translation of driver errors into domain errors.
+//
+// Every operation is one statement — a call of a PL/pgSQL routine or one
+// query — so each is one round trip and one transaction, and none uses
+// session state: no SET, no named prepared statements, no session advisory
+// locks, no LISTEN. It runs unchanged behind RDS Proxy or PgBouncer in
+// transaction mode (use pgx.QueryExecModeExec, see PoolConfig).
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+//go:embed sql/*.sql
+var sqlFS embed.FS
+
+func query(name string) string {
+	b, err := sqlFS.ReadFile("sql/" + name + ".sql")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+var (
+	sqlPush        = query("push")
+	sqlPop         = query("pop")
+	sqlAck         = query("ack")
+	sqlTransact    = query("transact")
+	sqlExtendLease = query("extend_lease")
+	sqlConfigure   = query("configure")
+	sqlSeek        = query("seek")
+	sqlDLQRetry    = query("dlq_retry")
+	sqlDLQList     = query("dlq_list")
+	sqlDLQGet      = query("dlq_get")
+	sqlDLQDelete   = query("dlq_delete")
+	sqlReap        = query("reap")
+	sqlQueues      = query("queues_list")
+	sqlQueue       = query("queue_get")
+	sqlQueueDelete = query("queue_delete")
+	sqlGroups      = query("groups")
+	sqlGroupDelete = query("group_delete")
+	sqlBrowse      = query("browse")
+	sqlStats       = query("stats")
+)
+
+// DB is what the store needs of a connection pool; *pgxpool.Pool has it.
+type DB interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Config configures a Store.
+type Config struct {
+	// Clock, when set, supplies "now" to every operation (tests control time
+	// with it). When nil the database clock is used, so every function
+	// instance shares one clock.
+	Clock func() time.Time
+	// Logger receives retries of transient errors. Default: slog.Default().
+	Logger *slog.Logger
+	// DeadlockRetries is how often a statement aborted by a deadlock or
+	// serialization failure is retried. Default DefaultDeadlockRetries.
+	DeadlockRetries int
+}
+
+// DefaultDeadlockRetries is Config.DeadlockRetries unless set.
+const DefaultDeadlockRetries = 3
+
+// Store is queen.Store on Postgres.
+type Store struct {
+	db  DB
+	cfg Config
+}
+
+var _ queen.Store = (*Store)(nil)
+
+// New returns a Store over db.
+func New(db DB, cfg Config) *Store {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DeadlockRetries == 0 {
+		cfg.DeadlockRetries = DefaultDeadlockRetries
+	}
+	return &Store{db: db, cfg: cfg}
+}
+
+// PoolConfig parses url into a pool configuration that is safe behind a
+// transaction-pooling proxy: QueryExecModeExec (no named prepared
+// statements, one round trip per query).
+func PoolConfig(url string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cfg.ConnConfig.StatementCacheCapacity = 0
+	cfg.ConnConfig.DescriptionCacheCapacity = 0
+	return cfg, nil
+}
+
+// now returns the operation's time argument: nil means the database clock.
+func (s *Store) now() *time.Time {
+	if s.cfg.Clock == nil {
+		return nil
+	}
+	t := s.cfg.Clock()
+	return &t
+}
+
+// call runs one statement returning one value and decodes it into out
+// (JSON when out is not a scalar). It retries deadlocks.
+func (s *Store) call(ctx context.Context, op, sql string, out any, args ...any) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		var raw []byte
+		switch o := out.(type) {
+		case *int64:
+			err = s.db.QueryRow(ctx, sql, args...).Scan(o)
+		default:
+			err = s.db.QueryRow(ctx, sql, args...).Scan(&raw)
+			if err == nil && o != nil {
+				if raw == nil {
+					return interpretError(op, pgx.ErrNoRows)
+				}
+				if jerr := json.Unmarshal(raw, o); jerr != nil {
+					return fmt.Errorf("%s: decode result: %w", op, jerr)
+				}
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt < s.cfg.DeadlockRetries && isRetryable(err) && ctx.Err() == nil {
+			s.cfg.Logger.WarnContext(ctx, "retrying after transient error", "op", op, "attempt", attempt+1, "err", err)
+			continue
+		}
+		return interpretError(op, err)
+	}
+}
+
+func isRetryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// interpretError translates driver errors into domain errors: the one place
+// that knows Postgres error codes.
+func interpretError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, queen.ErrNotFound)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "QN429":
+			return &queen.KindError{Kind: queen.ErrQueueFull, Message: pgErr.Message}
+		case pgErr.Code == "22P02", pgErr.Code == "22007", pgErr.Code == "22008",
+			pgErr.Code == "22003", pgErr.Code == "22021", pgErr.Code == "22P05",
+			pgErr.Code == "22023", pgErr.Code == "22001":
+			return &queen.KindError{Kind: queen.ErrInvalid, Message: "invalid input: " + pgErr.Message}
+		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "57P"),
+			pgErr.Code == "53300", pgErr.Code == "3D000", pgErr.Code == "28000", pgErr.Code == "28P01":
+			return fmt.Errorf("%s: %w: %s", op, queen.ErrUnavailable, pgErr.Message)
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if pgconn.SafeToRetry(err) || isConnError(err) {
+		return fmt.Errorf("%s: %w: %v", op, queen.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func isConnError(err error) bool {
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "closed pool") ||
+		strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF") ||
+		strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset") ||
+		strings.Contains(msg, "failed to connect") || strings.Contains(msg, "no such file or directory")
+}
+
+func jsonArg(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Push implements queen.Store.
+func (s *Store) Push(ctx context.Context, items []queen.PushItem) ([]queen.PushResult, error) {
+	items, err := queen.NormalizePush(items)
+	if err != nil {
+		return nil, err
+	}
+	arg, err := jsonArg(items)
+	if err != nil {
+		return nil, err
+	}
+	var out []queen.PushResult
+	if err := s.call(ctx, "push", sqlPush, &out, arg, s.now()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+type popArg struct {
+	Queue      string     `json:"queue"`
+	Partition  string     `json:"partition,omitempty"`
+	Group      string     `json:"group"`
+	Batch      int        `json:"batch"`
+	Partitions int        `json:"partitions"`
+	AutoAck    bool       `json:"autoAck"`
+	Mode       string     `json:"mode"`
+	From       *time.Time `json:"from,omitempty"`
+	Worker     string     `json:"worker,omitempty"`
+}
+
+// Pop implements queen.Store.
+func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult, error) {
+	req, err := queen.NormalizePop(req)
+	if err != nil {
+		return queen.PopResult{}, err
+	}
+	a := popArg{Queue: req.Queue, Partition: req.Partition, Group: req.ConsumerGroup, Batch: req.Batch,
+		Partitions: req.Partitions, AutoAck: req.AutoAck, Mode: "all", Worker: req.Worker}
+	switch req.Mode {
+	case queen.SubscribeNew:
+		a.Mode = "new"
+	case queen.SubscribeFrom:
+		a.Mode = "from"
+		a.From = &req.From
+	}
+	arg, _ := jsonArg(a)
+	var out queen.PopResult
+	if err := s.call(ctx, "pop", sqlPop, &out, arg, s.now()); err != nil {
+		return queen.PopResult{}, err
+	}
+	out.ConsumerGroup = req.ConsumerGroup
+	if out.Messages == nil {
+		out.Messages = []queen.Message{}
+	}
+	return out, nil
+}
+
+type ackReply struct {
+	OK      bool               `json:"ok"`
+	Code    string             `json:"code"`
+	Error   string             `json:"error"`
+	Results []queen.AckResult  `json:"results"`
+	Ack     []queen.AckResult  `json:"ack"`
+	Push    []queen.PushResult `json:"push"`
+}
+
+// Ack implements queen.Store.
+func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, error) {
+	acks, err := queen.NormalizeAcks(acks)
+	if err != nil {
+		return nil, err
+	}
+	arg, _ := jsonArg(acks)
+	var out ackReply
+	if err := s.call(ctx, "ack", sqlAck, &out, arg, s.now()); err != nil {
+		return nil, err
+	}
+	if !out.OK {
+		return out.Results, ackError(out.Results)
+	}
+	return out.Results, nil
+}
+
+// ackError is the error of a rejected ack call: the first rejected item's.
+func ackError(results []queen.AckResult) error {
+	for _, r := range results {
+		if r.Code == "skipped" || r.Success {
+			continue
+		}
+		kind := queen.ErrConflict
+		if r.Code == "not_found" {
+			kind = queen.ErrNotFound
+		}
+		if len(results) == 1 {
+			return queen.Errorf(kind, "%s", r.Error)
+		}
+		return queen.Errorf(kind, "acknowledgments[%d]: %s", r.Index, r.Error)
+	}
+	return queen.Errorf(queen.ErrConflict, "ack rejected")
+}
+
+// Transaction implements queen.Store.
+func (s *Store) Transaction(ctx context.Context, req queen.TransactionRequest) (queen.TransactionResult, error) {
+	if len(req.Acks) == 0 && len(req.Pushes) == 0 {
+		return queen.TransactionResult{}, queen.Invalid("operations", "must contain at least one operation")
+	}
+	acks, pushes := []queen.Ack{}, []queen.PushItem{}
+	var err error
+	if len(req.Acks) > 0 {
+		if acks, err = queen.NormalizeAcks(req.Acks); err != nil {
+			return queen.TransactionResult{}, err
+		}
+	}
+	if len(req.Pushes) > 0 {
+		if pushes, err = queen.NormalizePush(req.Pushes); err != nil {
+			return queen.TransactionResult{}, err
+		}
+	}
+	leases := []string{}
+	for i, l := range req.RequiredLeases {
+		if !queen.IsUUID(l) {
+			return queen.TransactionResult{}, queen.Errorf(queen.ErrConflict, "requiredLeases[%d]: invalid or expired lease", i)
+		}
+		leases = append(leases, l)
+	}
+	ackArg, _ := jsonArg(acks)
+	pushArg, _ := jsonArg(pushes)
+	var out ackReply
+	if err := s.call(ctx, "transaction", sqlTransact, &out, ackArg, pushArg, leases, s.now()); err != nil {
+		return queen.TransactionResult{}, err
+	}
+	if !out.OK {
+		if out.Error != "" {
+			return queen.TransactionResult{Acks: out.Ack}, queen.Errorf(queen.ErrConflict, "%s", out.Error)
+		}
+		return queen.TransactionResult{Acks: out.Ack}, ackError(out.Ack)
+	}
+	return queen.TransactionResult{Acks: out.Ack, Pushes: out.Push}, nil
+}
+
+// ExtendLease implements queen.Store.
+func (s *Store) ExtendLease(ctx context.Context, leaseID string, seconds int) (time.Time, error) {
+	if !queen.IsUUID(leaseID) {
+		return time.Time{}, queen.Errorf(queen.ErrNotFound, "lease %s not found", leaseID)
+	}
+	if seconds < 1 || seconds > 7*86400 {
+		return time.Time{}, queen.Invalid("seconds", "must be between 1 and %d", 7*86400)
+	}
+	var out struct {
+		Status    string    `json:"status"`
+		ExpiresAt time.Time `json:"expiresAt"`
+	}
+	if err := s.call(ctx, "extend lease", sqlExtendLease, &out, leaseID, seconds, s.now()); err != nil {
+		return time.Time{}, err
+	}
+	switch out.Status {
+	case "ok":
+		return out.ExpiresAt, nil
+	case "expired":
+		return time.Time{}, queen.Errorf(queen.ErrConflict, "lease %s has expired", leaseID)
+	}
+	return time.Time{}, queen.Errorf(queen.ErrNotFound, "lease %s not found", leaseID)
+}
+
+// queueRow is a queues row as row_to_json renders it.
+type queueRow struct {
+	Name                      string    `json:"name"`
+	Namespace                 *string   `json:"namespace"`
+	Task                      *string   `json:"task"`
+	LeaseTime                 int       `json:"lease_time"`
+	RetryLimit                int       `json:"retry_limit"`
+	DedupWindow               int       `json:"dedup_window"`
+	DelayedProcessing         int       `json:"delayed_processing"`
+	WindowBuffer              int       `json:"window_buffer"`
+	MaxSize                   int64     `json:"max_size"`
+	RetentionSeconds          int       `json:"retention_seconds"`
+	CompletedRetentionSeconds int       `json:"completed_retention_seconds"`
+	EncryptionEnabled         bool      `json:"encryption_enabled"`
+	Priority                  int       `json:"priority"`
+	CreatedAt                 time.Time `json:"created_at"`
+	UpdatedAt                 time.Time `json:"updated_at"`
+}
+
+func (r queueRow) queue() queen.Queue {
+	q := queen.Queue{Name: r.Name, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Options: queen.Options{
+		LeaseTime: r.LeaseTime, RetryLimit: r.RetryLimit, DedupWindowSeconds: r.DedupWindow,
+		DelayedProcessing: r.DelayedProcessing, WindowBuffer: r.WindowBuffer, MaxSize: r.MaxSize,
+		RetentionSeconds: r.RetentionSeconds, CompletedRetentionSeconds: r.CompletedRetentionSeconds,
+		EncryptionEnabled: r.EncryptionEnabled, Priority: r.Priority,
+	}}
+	if r.Namespace != nil {
+		q.Namespace = *r.Namespace
+	}
+	if r.Task != nil {
+		q.Task = *r.Task
+	}
+	return q
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Configure implements queen.Store.
+func (s *Store) Configure(ctx context.Context, req queen.ConfigureRequest) (queen.Queue, error) {
+	if err := queen.ValidateQueueName("queue", req.Queue); err != nil {
+		return queen.Queue{}, err
+	}
+	for f, v := range map[string]string{"namespace": req.Namespace, "task": req.Task} {
+		if v != "" {
+			if err := queen.ValidateText(f, v); err != nil {
+				return queen.Queue{}, err
+			}
+		}
+	}
+	if err := req.Options.Validate(); err != nil {
+		return queen.Queue{}, err
+	}
+	opts, _ := jsonArg(req.Options)
+	var row queueRow
+	if err := s.call(ctx, "configure", sqlConfigure, &row, req.Queue, nullable(req.Namespace),
+		nullable(req.Task), opts, s.now()); err != nil {
+		return queen.Queue{}, err
+	}
+	return row.queue(), nil
+}
+
+// Seek implements queen.Store.
+func (s *Store) Seek(ctx context.Context, group, queue string, t queen.SeekTarget) ([]queen.SeekResult, error) {
+	if err := queen.ValidateText("group", group); err != nil {
+		return nil, err
+	}
+	if err := queen.ValidateQueueName("queue", queue); err != nil {
+		return nil, err
+	}
+	n := 0
+	target := map[string]any{}
+	if t.ToEnd {
+		n++
+		target["toEnd"] = true
+	}
+	if t.ToBeginning {
+		n++
+		target["toBeginning"] = true
+	}
+	if t.Timestamp != nil {
+		n++
+		target["timestamp"] = t.Timestamp
+	}
+	if t.Offsets != nil {
+		n++
+		if len(t.Offsets) == 0 {
+			return nil, queen.Invalid("offsets", "must name at least one partition")
+		}
+		for p, o := range t.Offsets {
+			if o < 0 {
+				return nil, queen.Invalid("offsets."+p, "must not be negative")
+			}
+		}
+		target["offsets"] = t.Offsets
+	}
+	if n != 1 {
+		return nil, queen.Invalid("target", "give exactly one of toEnd, toBeginning, timestamp, offsets")
+	}
+	arg, _ := jsonArg(target)
+	var out struct {
+		Status     string             `json:"status"`
+		Partition  string             `json:"partition"`
+		Partitions []queen.SeekResult `json:"partitions"`
+	}
+	if err := s.call(ctx, "seek", sqlSeek, &out, group, queue, arg, s.now()); err != nil {
+		return nil, err
+	}
+	switch out.Status {
+	case "queue_not_found":
+		return nil, queen.Errorf(queen.ErrNotFound, "queue %s not found", queue)
+	case "partition_not_found":
+		return nil, queen.Errorf(queen.ErrNotFound, "partition %s not found in queue %s", out.Partition, queue)
+	}
+	return out.Partitions, nil
+}
+
+func nullTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return *t
+}
+
+// ListDeadLetters implements queen.Store.
+func (s *Store) ListDeadLetters(ctx context.Context, f queen.DLQFilter) (queen.DLQPage, error) {
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if f.Limit < 1 || f.Limit > 1000 {
+		return queen.DLQPage{}, queen.Invalid("limit", "must be between 1 and 1000")
+	}
+	if f.Offset < 0 {
+		return queen.DLQPage{}, queen.Invalid("offset", "must not be negative")
+	}
+	var out queen.DLQPage
+	err := s.call(ctx, "list dead letters", sqlDLQList, &out, nullable(f.Queue), nullable(f.ConsumerGroup),
+		nullable(f.Partition), nullTime(f.From), nullTime(f.To), f.Limit, f.Offset)
+	return out, err
+}
+
+// DeadLetters implements queen.Store.
+func (s *Store) DeadLetters(ctx context.Context, partitionID, transactionID string) ([]queen.DeadLetter, error) {
+	if !queen.IsUUID(partitionID) {
+		return nil, queen.Invalid("partitionId", "must be a UUID")
+	}
+	var out []queen.DeadLetter
+	if err := s.call(ctx, "get dead letter", sqlDLQGet, &out, partitionID, transactionID); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, queen.Errorf(queen.ErrNotFound, "no dead letter for %s/%s", partitionID, transactionID)
+	}
+	return out, nil
+}
+
+// RetryDeadLetter implements queen.Store.
+func (s *Store) RetryDeadLetter(ctx context.Context, partitionID, transactionID, group string) (queen.PushResult, error) {
+	if !queen.IsUUID(partitionID) {
+		return queen.PushResult{}, queen.Invalid("partitionId", "must be a UUID")
+	}
+	var out *queen.PushResult
+	if err := s.call(ctx, "retry dead letter", sqlDLQRetry, &out, partitionID, transactionID,
+		nullable(group), queen.NewUUIDv7(), s.now()); err != nil {
+		if errors.Is(err, queen.ErrNotFound) {
+			return queen.PushResult{}, queen.Errorf(queen.ErrNotFound, "no dead letter for %s/%s", partitionID, transactionID)
+		}
+		return queen.PushResult{}, err
+	}
+	return *out, nil
+}
+
+// DeleteDeadLetter implements queen.Store.
+func (s *Store) DeleteDeadLetter(ctx context.Context, partitionID, transactionID, group string) (int, error) {
+	if !queen.IsUUID(partitionID) {
+		return 0, queen.Invalid("partitionId", "must be a UUID")
+	}
+	var n int64
+	if err := s.call(ctx, "delete dead letter", sqlDLQDelete, &n, partitionID, transactionID, nullable(group)); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, queen.Errorf(queen.ErrNotFound, "no dead letter for %s/%s", partitionID, transactionID)
+	}
+	return int(n), nil
+}
+
+// ListQueues implements queen.Store.
+func (s *Store) ListQueues(ctx context.Context) ([]queen.QueueSummary, error) {
+	var out []queen.QueueSummary
+	err := s.call(ctx, "list queues", sqlQueues, &out)
+	return out, err
+}
+
+// Queue implements queen.Store.
+func (s *Store) Queue(ctx context.Context, name string) (queen.QueueDetail, error) {
+	if err := queen.ValidateQueueName("queue", name); err != nil {
+		return queen.QueueDetail{}, err
+	}
+	var out struct {
+		Queue      queueRow              `json:"queue"`
+		Depth      int64                 `json:"depth"`
+		Partitions []queen.PartitionInfo `json:"partitions"`
+		Groups     []queen.GroupOnQueue  `json:"groups"`
+	}
+	if err := s.call(ctx, "get queue", sqlQueue, &out, name); err != nil {
+		if errors.Is(err, queen.ErrNotFound) {
+			return queen.QueueDetail{}, queen.Errorf(queen.ErrNotFound, "queue %s not found", name)
+		}
+		return queen.QueueDetail{}, err
+	}
+	return queen.QueueDetail{Queue: out.Queue.queue(), Depth: out.Depth, Partitions: out.Partitions, Groups: out.Groups}, nil
+}
+
+// DeleteQueue implements queen.Store.
+func (s *Store) DeleteQueue(ctx context.Context, name string) error {
+	if err := queen.ValidateQueueName("queue", name); err != nil {
+		return err
+	}
+	var n int64
+	if err := s.call(ctx, "delete queue", sqlQueueDelete, &n, name); err != nil {
+		return err
+	}
+	if n == 0 {
+		return queen.Errorf(queen.ErrNotFound, "queue %s not found", name)
+	}
+	return nil
+}
+
+// ListGroups implements queen.Store.
+func (s *Store) ListGroups(ctx context.Context) ([]queen.GroupSummary, error) {
+	var out []queen.GroupSummary
+	err := s.call(ctx, "list groups", sqlGroups, &out, nil, false)
+	return out, err
+}
+
+// Group implements queen.Store.
+func (s *Store) Group(ctx context.Context, name string) (queen.GroupSummary, error) {
+	if err := queen.ValidateText("group", name); err != nil {
+		return queen.GroupSummary{}, err
+	}
+	var out []queen.GroupSummary
+	if err := s.call(ctx, "get group", sqlGroups, &out, name, true); err != nil {
+		return queen.GroupSummary{}, err
+	}
+	if len(out) == 0 {
+		return queen.GroupSummary{}, queen.Errorf(queen.ErrNotFound, "consumer group %s not found", name)
+	}
+	return out[0], nil
+}
+
+// DeleteGroup implements queen.Store.
+func (s *Store) DeleteGroup(ctx context.Context, group, queue string) error {
+	if err := queen.ValidateText("group", group); err != nil {
+		return err
+	}
+	if queue != "" {
+		if err := queen.ValidateQueueName("queue", queue); err != nil {
+			return err
+		}
+	}
+	var n int64
+	if err := s.call(ctx, "delete group", sqlGroupDelete, &n, group, nullable(queue)); err != nil {
+		return err
+	}
+	if n == 0 {
+		if queue != "" {
+			return queen.Errorf(queen.ErrNotFound, "consumer group %s does not read queue %s", group, queue)
+		}
+		return queen.Errorf(queen.ErrNotFound, "consumer group %s not found", group)
+	}
+	return nil
+}
+
+// Browse implements queen.Store.
+func (s *Store) Browse(ctx context.Context, req queen.BrowseRequest) ([]queen.Message, error) {
+	if err := queen.ValidateQueueName("queue", req.Queue); err != nil {
+		return nil, err
+	}
+	if req.Partition != "" {
+		if err := queen.ValidateText("partition", req.Partition); err != nil {
+			return nil, err
+		}
+	}
+	if req.Limit == 0 {
+		req.Limit = 100
+	}
+	if req.Limit < 1 || req.Limit > 1000 {
+		return nil, queen.Invalid("limit", "must be between 1 and 1000")
+	}
+	if req.FromOffset < 0 {
+		return nil, queen.Invalid("fromOffset", "must not be negative")
+	}
+	var out []queen.Message
+	err := s.call(ctx, "browse", sqlBrowse, &out, req.Queue, nullable(req.Partition), req.FromOffset, req.Limit)
+	return out, err
+}
+
+// DefaultReapLimit bounds the rows of each kind one reaper pass touches.
+const DefaultReapLimit = 1000
+
+// Reap implements queen.Store.
+func (s *Store) Reap(ctx context.Context, limit int) (queen.ReapStats, error) {
+	if limit <= 0 {
+		limit = DefaultReapLimit
+	}
+	var out queen.ReapStats
+	err := s.call(ctx, "reap", sqlReap, &out, s.now(), limit)
+	return out, err
+}
+
+// Stats implements queen.Store.
+func (s *Store) Stats(ctx context.Context) (queen.Stats, error) {
+	var out queen.Stats
+	err := s.call(ctx, "stats", sqlStats, &out)
+	return out, err
+}
+
+// Ping implements queen.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	var n int64
+	return s.call(ctx, "ping", "SELECT 1::bigint", &n)
+}

@@ -1,0 +1,56 @@
+package queen
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the queue engine: every method is one transaction. The Postgres
+// implementation lives in package pgstore. Inputs are validated by the
+// Store (see Validate*), so callers may pass what they decoded.
+type Store interface {
+	// Push appends items; all or nothing. Results are in input order.
+	Push(ctx context.Context, items []PushItem) ([]PushResult, error)
+	// Pop leases a batch. An unknown queue is an empty pop.
+	Pop(ctx context.Context, req PopRequest) (PopResult, error)
+	// Ack applies outcomes atomically. When any item is rejected nothing is
+	// written: the error says why and the results say which items.
+	Ack(ctx context.Context, acks []Ack) ([]AckResult, error)
+	// Transaction applies acks and pushes atomically.
+	Transaction(ctx context.Context, req TransactionRequest) (TransactionResult, error)
+	// ExtendLease extends every partition lease held under leaseID.
+	ExtendLease(ctx context.Context, leaseID string, seconds int) (time.Time, error)
+	// Configure creates a queue or updates the options given.
+	Configure(ctx context.Context, req ConfigureRequest) (Queue, error)
+	// Seek moves a group's cursors on a queue and clears its leases.
+	Seek(ctx context.Context, group, queue string, target SeekTarget) ([]SeekResult, error)
+	// ListDeadLetters pages through the dead-letter table.
+	ListDeadLetters(ctx context.Context, f DLQFilter) (DLQPage, error)
+	// DeadLetters returns the dead letters of one message address.
+	DeadLetters(ctx context.Context, partitionID, transactionID string) ([]DeadLetter, error)
+	// RetryDeadLetter re-pushes a dead letter's snapshot under a fresh
+	// transactionId and drops its DLQ rows (only group's when given).
+	RetryDeadLetter(ctx context.Context, partitionID, transactionID, group string) (PushResult, error)
+	// DeleteDeadLetter drops the DLQ rows of an address (only group's when given).
+	DeleteDeadLetter(ctx context.Context, partitionID, transactionID, group string) (int, error)
+	// ListQueues lists queues with partition counts and depth.
+	ListQueues(ctx context.Context) ([]QueueSummary, error)
+	// Queue describes one queue.
+	Queue(ctx context.Context, name string) (QueueDetail, error)
+	// DeleteQueue drops a queue, its log, cursors and subscriptions.
+	DeleteQueue(ctx context.Context, name string) error
+	// ListGroups lists consumer groups with exact lag.
+	ListGroups(ctx context.Context) ([]GroupSummary, error)
+	// Group describes one consumer group, with its cursors.
+	Group(ctx context.Context, name string) (GroupSummary, error)
+	// DeleteGroup forgets a group: on one queue, or everywhere when queue is "".
+	DeleteGroup(ctx context.Context, group, queue string) error
+	// Browse reads messages of a queue without consuming them.
+	Browse(ctx context.Context, req BrowseRequest) ([]Message, error)
+	// Reap runs one bounded maintenance pass.
+	Reap(ctx context.Context, limit int) (ReapStats, error)
+	// Stats reads the gauges for metrics.
+	Stats(ctx context.Context) (Stats, error)
+	// Ping checks the database.
+	Ping(ctx context.Context) error
+}

@@ -1,0 +1,367 @@
+package queen
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Defaults and limits of the model.
+const (
+	// DefaultPartition is the partition of a push item that names none.
+	DefaultPartition = "Default"
+	// QueueModeGroup is the group of consumers that name none; they compete.
+	QueueModeGroup = "__QUEUE_MODE__"
+	// DefaultLeaseTime is a queue's leaseTime in seconds unless configured.
+	DefaultLeaseTime = 300
+	// DefaultRetryLimit is a queue's retryLimit unless configured.
+	DefaultRetryLimit = 3
+	// DefaultDedupWindowSeconds is a queue's dedup window unless configured (0 disables).
+	DefaultDedupWindowSeconds = 3600
+	// MaxBatch is the largest batch one pop may ask for.
+	MaxBatch = 10000
+	// MaxPartitionsPerPop is the largest `partitions` one pop may ask for.
+	MaxPartitionsPerPop = 100
+	// MaxPushItems is the largest number of items one push may carry.
+	MaxPushItems = 10000
+	// MaxNameBytes is the longest queue, partition, group or transaction id.
+	MaxNameBytes = 255
+)
+
+// PushItem is one message to append.
+type PushItem struct {
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition,omitempty"`
+	Payload       json.RawMessage `json:"payload"`
+	TransactionID string          `json:"transactionId,omitempty"`
+	TraceID       string          `json:"traceId,omitempty"`
+}
+
+// Push statuses.
+const (
+	StatusQueued    = "queued"
+	StatusDuplicate = "duplicate"
+)
+
+// PushResult says what happened to one push item, in input order.
+type PushResult struct {
+	Index         int       `json:"index"`
+	TransactionID string    `json:"transactionId"`
+	Status        string    `json:"status"`
+	MessageID     string    `json:"messageId"`
+	PartitionID   string    `json:"partitionId"`
+	Offset        int64     `json:"offset"`
+	Queue         string    `json:"queue"`
+	Partition     string    `json:"partition"`
+	TraceID       string    `json:"traceId,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
+}
+
+// SubscriptionMode says where a new consumer group starts reading.
+type SubscriptionMode string
+
+// Subscription modes.
+const (
+	// SubscribeAll starts at offset 0 (the default).
+	SubscribeAll SubscriptionMode = "all"
+	// SubscribeNew starts at the partition head at subscription time.
+	SubscribeNew SubscriptionMode = "new"
+	// SubscribeFrom starts at the first message with created_at >= From.
+	SubscribeFrom SubscriptionMode = "from"
+)
+
+// PopRequest asks for a leased batch.
+type PopRequest struct {
+	Queue string
+	// Partition, when set, pops only that partition; otherwise any partition.
+	Partition string
+	// ConsumerGroup defaults to QueueModeGroup.
+	ConsumerGroup string
+	// Batch is the message budget, 1..MaxBatch.
+	Batch int
+	// Partitions is how many partitions one pop may lease under one lease id.
+	Partitions int
+	// AutoAck commits inside the pop: at-most-once, no lease.
+	AutoAck bool
+	// Mode and From apply when the group subscribes (its first pop of the queue).
+	Mode SubscriptionMode
+	From time.Time
+	// Worker names the consumer, for listings.
+	Worker string
+}
+
+// Message is one delivered message.
+type Message struct {
+	ID            string          `json:"id"`
+	TransactionID string          `json:"transactionId"`
+	PartitionID   string          `json:"partitionId"`
+	Partition     string          `json:"partition"`
+	Queue         string          `json:"queue"`
+	Offset        int64           `json:"offset"`
+	Data          json.RawMessage `json:"data"`
+	TraceID       *string         `json:"traceId"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	RetryCount    int             `json:"retryCount"`
+}
+
+// PopResult is a leased batch; empty Messages means nothing was deliverable.
+type PopResult struct {
+	LeaseID        string     `json:"leaseId,omitempty"`
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	ConsumerGroup  string     `json:"consumerGroup"`
+	Messages       []Message  `json:"messages"`
+}
+
+// AckStatus is the outcome a consumer reports for a message.
+type AckStatus string
+
+// Ack outcomes.
+const (
+	AckCompleted AckStatus = "completed"
+	AckFailed    AckStatus = "failed"
+	AckRetry     AckStatus = "retry"
+	AckDLQ       AckStatus = "dlq"
+)
+
+// Ack reports the outcome of one delivered message.
+type Ack struct {
+	PartitionID   string    `json:"partitionId"`
+	TransactionID string    `json:"transactionId"`
+	Status        AckStatus `json:"status"`
+	// ConsumerGroup defaults to QueueModeGroup.
+	ConsumerGroup string `json:"group"`
+	// LeaseID, when set, must be the partition's current, live lease.
+	LeaseID string `json:"leaseId,omitempty"`
+	// Error is stored with a dead letter.
+	Error string `json:"error,omitempty"`
+}
+
+// Ack results.
+const (
+	ResultCommitted        = "committed"
+	ResultAlreadyCommitted = "already committed"
+	ResultDeadLettered     = "dead-lettered"
+	ResultRedelivered      = "redelivered"
+	ResultNotApplied       = "not applied"
+)
+
+// AckResult says what happened to one ack, in input order.
+type AckResult struct {
+	Index         int    `json:"index"`
+	TransactionID string `json:"transactionId"`
+	PartitionID   string `json:"partitionId"`
+	ConsumerGroup string `json:"consumerGroup,omitempty"`
+	Queue         string `json:"queue,omitempty"`
+	Partition     string `json:"partition,omitempty"`
+	Offset        *int64 `json:"offset,omitempty"`
+	Success       bool   `json:"success"`
+	Error         string `json:"error,omitempty"`
+	// Code classifies a failure: "not_found", "conflict" or "skipped".
+	Code string `json:"code,omitempty"`
+	// Result is one of the Result* constants when Success.
+	Result string `json:"result,omitempty"`
+	// DLQ is true when this ack dead-lettered its message.
+	DLQ bool `json:"dlq"`
+	// Committed is the partition's cursor for the group after the call.
+	Committed *int64 `json:"committed,omitempty"`
+	// LeaseReleased is true when the call released the partition's lease.
+	LeaseReleased bool `json:"leaseReleased"`
+}
+
+// TransactionRequest is acks and pushes applied atomically.
+type TransactionRequest struct {
+	Acks           []Ack
+	Pushes         []PushItem
+	RequiredLeases []string
+}
+
+// TransactionResult holds the results of a committed transaction.
+type TransactionResult struct {
+	Acks   []AckResult  `json:"acks"`
+	Pushes []PushResult `json:"pushes"`
+}
+
+// QueueOptions is a partial set of queue options: nil keeps the current value.
+type QueueOptions struct {
+	LeaseTime                 *int   `json:"leaseTime,omitempty"`
+	RetryLimit                *int   `json:"retryLimit,omitempty"`
+	DedupWindowSeconds        *int   `json:"dedupWindowSeconds,omitempty"`
+	DelayedProcessing         *int   `json:"delayedProcessing,omitempty"`
+	WindowBuffer              *int   `json:"windowBuffer,omitempty"`
+	MaxSize                   *int64 `json:"maxSize,omitempty"`
+	RetentionSeconds          *int   `json:"retentionSeconds,omitempty"`
+	CompletedRetentionSeconds *int   `json:"completedRetentionSeconds,omitempty"`
+	EncryptionEnabled         *bool  `json:"encryptionEnabled,omitempty"`
+	// Priority is accepted for client compatibility and has no effect: the
+	// model has no priorities.
+	Priority *int `json:"priority,omitempty"`
+}
+
+// Options are a queue's effective options.
+type Options struct {
+	LeaseTime                 int   `json:"leaseTime"`
+	RetryLimit                int   `json:"retryLimit"`
+	DedupWindowSeconds        int   `json:"dedupWindowSeconds"`
+	DelayedProcessing         int   `json:"delayedProcessing"`
+	WindowBuffer              int   `json:"windowBuffer"`
+	MaxSize                   int64 `json:"maxSize"`
+	RetentionSeconds          int   `json:"retentionSeconds"`
+	CompletedRetentionSeconds int   `json:"completedRetentionSeconds"`
+	EncryptionEnabled         bool  `json:"encryptionEnabled"`
+	Priority                  int   `json:"priority"`
+}
+
+// ConfigureRequest creates a queue or updates some of its options.
+type ConfigureRequest struct {
+	Queue     string
+	Namespace string
+	Task      string
+	Options   QueueOptions
+}
+
+// Queue is a queue and its effective options.
+type Queue struct {
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace,omitempty"`
+	Task      string    `json:"task,omitempty"`
+	Options   Options   `json:"options"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// QueueSummary is one line of the queue listing.
+type QueueSummary struct {
+	Name       string    `json:"name"`
+	Namespace  string    `json:"namespace,omitempty"`
+	Task       string    `json:"task,omitempty"`
+	Partitions int       `json:"partitions"`
+	Messages   int64     `json:"messages"`
+	Depth      int64     `json:"depth"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// PartitionInfo describes one partition of a queue.
+type PartitionInfo struct {
+	ID           string     `json:"id"`
+	Name         string     `json:"name"`
+	LastOffset   int64      `json:"lastOffset"`
+	LastPushedAt *time.Time `json:"lastPushedAt,omitempty"`
+	CreatedAt    time.Time  `json:"createdAt"`
+}
+
+// Cursor is one group's position on one partition.
+type Cursor struct {
+	Queue          string     `json:"queue"`
+	Partition      string     `json:"partition"`
+	PartitionID    string     `json:"partitionId"`
+	Committed      int64      `json:"committed"`
+	LastOffset     int64      `json:"lastOffset"`
+	Lag            int64      `json:"lag"`
+	Attempts       int        `json:"attempts"`
+	LeaseID        string     `json:"leaseId,omitempty"`
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	BatchEnd       *int64     `json:"batchEnd,omitempty"`
+	Worker         string     `json:"worker,omitempty"`
+}
+
+// GroupOnQueue is a consumer group's state on one queue.
+type GroupOnQueue struct {
+	Group        string     `json:"group"`
+	Queue        string     `json:"queue"`
+	Mode         string     `json:"subscriptionMode"`
+	From         *time.Time `json:"subscriptionFrom,omitempty"`
+	Partitions   int        `json:"partitions"`
+	Lag          int64      `json:"lag"`
+	ActiveLeases int        `json:"activeLeases"`
+	Cursors      []Cursor   `json:"cursors,omitempty"`
+}
+
+// QueueDetail is a queue with its partitions and groups.
+type QueueDetail struct {
+	Queue
+	Depth      int64           `json:"depth"`
+	Partitions []PartitionInfo `json:"partitions"`
+	Groups     []GroupOnQueue  `json:"groups"`
+}
+
+// GroupSummary is one consumer group across the queues it reads.
+type GroupSummary struct {
+	Group  string         `json:"group"`
+	Lag    int64          `json:"lag"`
+	Queues []GroupOnQueue `json:"queues"`
+}
+
+// SeekTarget says where to move a group's cursors. Exactly one field is set.
+type SeekTarget struct {
+	ToEnd       bool
+	ToBeginning bool
+	Timestamp   *time.Time
+	// Offsets maps partition name to the next offset to deliver.
+	Offsets map[string]int64
+}
+
+// SeekResult is a partition's cursor after a seek.
+type SeekResult struct {
+	Partition  string `json:"partition"`
+	Committed  int64  `json:"committed"`
+	LastOffset int64  `json:"lastOffset"`
+}
+
+// DeadLetter is a message copied to the dead-letter table.
+type DeadLetter struct {
+	ID            int64           `json:"id"`
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	PartitionID   string          `json:"partitionId"`
+	Offset        int64           `json:"offset"`
+	MessageID     string          `json:"messageId"`
+	TransactionID string          `json:"transactionId"`
+	Data          json.RawMessage `json:"data"`
+	TraceID       *string         `json:"traceId"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	Error         *string         `json:"errorMessage"`
+	Attempts      int             `json:"retryCount"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	FailedAt      time.Time       `json:"failedAt"`
+}
+
+// DLQFilter selects dead letters. Zero values mean no filter.
+type DLQFilter struct {
+	Queue         string
+	ConsumerGroup string
+	Partition     string
+	From, To      *time.Time
+	Limit, Offset int
+}
+
+// DLQPage is one page of dead letters and the total matching the filter.
+type DLQPage struct {
+	Messages []DeadLetter `json:"messages"`
+	Total    int64        `json:"total"`
+}
+
+// BrowseRequest reads the log of a queue without consuming it.
+type BrowseRequest struct {
+	Queue      string
+	Partition  string
+	FromOffset int64
+	Limit      int
+}
+
+// ReapStats counts what one reaper pass did.
+type ReapStats struct {
+	LeasesExpired     int `json:"leasesExpired"`
+	DeadLettered      int `json:"deadLettered"`
+	DedupPruned       int `json:"dedupPruned"`
+	SegmentsRetained  int `json:"segmentsRetained"`
+	SegmentsCompleted int `json:"segmentsCompleted"`
+}
+
+// Stats are the gauges the reaper and /metrics report.
+type Stats struct {
+	Queues     int64            `json:"queues"`
+	Partitions int64            `json:"partitions"`
+	Depth      map[string]int64 `json:"depth"`
+	DLQ        map[string]int64 `json:"dlq"`
+	// Lag maps "group/queue" to its exact lag in messages.
+	Lag map[string]int64 `json:"lag"`
+}

@@ -1,0 +1,266 @@
+package queen
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ValidateQueueName checks a queue name: 1–255 chars of [A-Za-z0-9._:@/-].
+func ValidateQueueName(field, name string) error {
+	if name == "" {
+		return Invalid(field, "is required")
+	}
+	if len(name) > MaxNameBytes {
+		return Invalid(field, "must be at most %d characters", MaxNameBytes)
+	}
+	for _, r := range name {
+		if !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			strings.ContainsRune("._:@/-", r))) {
+			return Invalid(field, "%q has a character outside [A-Za-z0-9._:@/-]", name)
+		}
+	}
+	return nil
+}
+
+// ValidateText checks a partition name, group name, transaction id or trace
+// id: non-empty UTF-8 of at most 255 bytes without control characters.
+func ValidateText(field, s string) error {
+	if s == "" {
+		return Invalid(field, "must not be empty")
+	}
+	if len(s) > MaxNameBytes {
+		return Invalid(field, "must be at most %d bytes", MaxNameBytes)
+	}
+	if !utf8.ValidString(s) {
+		return Invalid(field, "must be valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return Invalid(field, "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// ValidatePayload checks that a payload is one valid JSON value in UTF-8.
+func ValidatePayload(field string, p json.RawMessage) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if !utf8.Valid(p) {
+		return Invalid(field, "must be valid UTF-8")
+	}
+	if !json.Valid(p) {
+		return Invalid(field, "must be valid JSON")
+	}
+	return nil
+}
+
+// NormalizePush validates push items and fills in defaults: the Default
+// partition, a generated UUIDv7 transactionId, a null payload.
+func NormalizePush(items []PushItem) ([]PushItem, error) {
+	if len(items) == 0 {
+		return nil, Invalid("items", "must contain at least one item")
+	}
+	if len(items) > MaxPushItems {
+		return nil, Invalid("items", "must contain at most %d items", MaxPushItems)
+	}
+	out := make([]PushItem, len(items))
+	for i, it := range items {
+		f := func(name string) string { return fmt.Sprintf("items[%d].%s", i, name) }
+		if err := ValidateQueueName(f("queue"), it.Queue); err != nil {
+			return nil, err
+		}
+		if it.Partition == "" {
+			it.Partition = DefaultPartition
+		} else if err := ValidateText(f("partition"), it.Partition); err != nil {
+			return nil, err
+		}
+		if it.TransactionID == "" {
+			it.TransactionID = NewUUIDv7()
+		} else if err := ValidateText(f("transactionId"), it.TransactionID); err != nil {
+			return nil, err
+		}
+		if it.TraceID != "" {
+			if err := ValidateText(f("traceId"), it.TraceID); err != nil {
+				return nil, err
+			}
+		}
+		if err := ValidatePayload(f("payload"), it.Payload); err != nil {
+			return nil, err
+		}
+		if len(it.Payload) == 0 {
+			it.Payload = json.RawMessage("null")
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
+// NormalizePop validates a pop request and fills in defaults.
+func NormalizePop(req PopRequest) (PopRequest, error) {
+	if err := ValidateQueueName("queue", req.Queue); err != nil {
+		return req, err
+	}
+	if req.Partition != "" {
+		if err := ValidateText("partition", req.Partition); err != nil {
+			return req, err
+		}
+	}
+	if req.ConsumerGroup == "" {
+		req.ConsumerGroup = QueueModeGroup
+	} else if err := ValidateText("consumerGroup", req.ConsumerGroup); err != nil {
+		return req, err
+	}
+	if req.Batch == 0 {
+		req.Batch = 1
+	}
+	if req.Batch < 1 || req.Batch > MaxBatch {
+		return req, Invalid("batch", "must be between 1 and %d", MaxBatch)
+	}
+	if req.Partitions == 0 {
+		req.Partitions = 1
+	}
+	if req.Partitions < 1 || req.Partitions > MaxPartitionsPerPop {
+		return req, Invalid("partitions", "must be between 1 and %d", MaxPartitionsPerPop)
+	}
+	switch req.Mode {
+	case "":
+		req.Mode = SubscribeAll
+	case SubscribeAll, SubscribeNew:
+	case SubscribeFrom:
+		if req.From.IsZero() {
+			return req, Invalid("subscriptionFrom", "is required for mode %q", req.Mode)
+		}
+	default:
+		return req, Invalid("subscriptionMode", "must be one of all, new, new-only")
+	}
+	if req.ConsumerGroup == QueueModeGroup {
+		req.Mode, req.From = SubscribeAll, time.Time{}
+	}
+	if req.Worker != "" {
+		if err := ValidateText("worker", req.Worker); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+// ParseSubscription turns the wire's subscriptionMode and subscriptionFrom
+// into a mode and start time: "all" (default), "new" / "new-only" /
+// from "now" (the partition head at subscription time), or an RFC 3339
+// timestamp.
+func ParseSubscription(mode, from string) (SubscriptionMode, time.Time, error) {
+	var m SubscriptionMode
+	switch strings.ToLower(mode) {
+	case "", "all":
+		m = SubscribeAll
+	case "new", "new-only":
+		m = SubscribeNew
+	default:
+		return "", time.Time{}, Invalid("subscriptionMode", "must be one of all, new, new-only")
+	}
+	switch strings.ToLower(from) {
+	case "":
+		return m, time.Time{}, nil
+	case "now":
+		return SubscribeNew, time.Time{}, nil
+	case "beginning", "all":
+		return SubscribeAll, time.Time{}, nil
+	}
+	ts, err := time.Parse(time.RFC3339Nano, from)
+	if err != nil {
+		return "", time.Time{}, Invalid("subscriptionFrom", "must be \"now\" or an RFC 3339 timestamp")
+	}
+	return SubscribeFrom, ts, nil
+}
+
+// ParseAckStatus accepts the wire's statuses: completed (alias success),
+// failed, retry, dlq.
+func ParseAckStatus(field, s string) (AckStatus, error) {
+	switch strings.ToLower(s) {
+	case "completed", "success":
+		return AckCompleted, nil
+	case "failed":
+		return AckFailed, nil
+	case "retry":
+		return AckRetry, nil
+	case "dlq":
+		return AckDLQ, nil
+	}
+	return "", Invalid(field, "must be one of completed, success, failed, retry, dlq")
+}
+
+// NormalizeAcks validates acks and fills in the default group.
+func NormalizeAcks(acks []Ack) ([]Ack, error) {
+	if len(acks) == 0 {
+		return nil, Invalid("acknowledgments", "must contain at least one item")
+	}
+	if len(acks) > MaxPushItems {
+		return nil, Invalid("acknowledgments", "must contain at most %d items", MaxPushItems)
+	}
+	out := make([]Ack, len(acks))
+	for i, a := range acks {
+		f := func(name string) string { return fmt.Sprintf("acknowledgments[%d].%s", i, name) }
+		if len(acks) == 1 {
+			f = func(name string) string { return name }
+		}
+		if !IsUUID(a.PartitionID) {
+			return nil, Invalid(f("partitionId"), "must be a UUID")
+		}
+		a.PartitionID = strings.ToLower(a.PartitionID)
+		if err := ValidateText(f("transactionId"), a.TransactionID); err != nil {
+			return nil, err
+		}
+		st, err := ParseAckStatus(f("status"), string(a.Status))
+		if err != nil {
+			return nil, err
+		}
+		a.Status = st
+		if a.ConsumerGroup == "" {
+			a.ConsumerGroup = QueueModeGroup
+		} else if err := ValidateText(f("consumerGroup"), a.ConsumerGroup); err != nil {
+			return nil, err
+		}
+		if a.LeaseID != "" && !IsUUID(a.LeaseID) {
+			return nil, Errorf(ErrConflict, "%s: invalid or expired lease", f("leaseId"))
+		}
+		if !utf8.ValidString(a.Error) {
+			return nil, Invalid(f("error"), "must be valid UTF-8")
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+// Validate checks a partial options update: every given value in range.
+func (o QueueOptions) Validate() error {
+	type rng struct {
+		name     string
+		v        *int
+		min, max int
+	}
+	const day = 86400
+	for _, r := range []rng{
+		{"leaseTime", o.LeaseTime, 1, 7 * day},
+		{"retryLimit", o.RetryLimit, 0, 1000},
+		{"dedupWindowSeconds", o.DedupWindowSeconds, 0, 30 * day},
+		{"delayedProcessing", o.DelayedProcessing, 0, 7 * day},
+		{"windowBuffer", o.WindowBuffer, 0, 7 * day},
+		{"retentionSeconds", o.RetentionSeconds, 0, 3650 * day},
+		{"completedRetentionSeconds", o.CompletedRetentionSeconds, 0, 3650 * day},
+		{"priority", o.Priority, -1000000, 1000000},
+	} {
+		if r.v != nil && (*r.v < r.min || *r.v > r.max) {
+			return Invalid("options."+r.name, "must be between %d and %d", r.min, r.max)
+		}
+	}
+	if o.MaxSize != nil && *o.MaxSize < 0 {
+		return Invalid("options.maxSize", "must not be negative (0 = unlimited)")
+	}
+	return nil
+}
