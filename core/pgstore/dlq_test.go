@@ -1,0 +1,124 @@
+package pgstore_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+func deadLetter(t *testing.T, e *pgstoretest.Env, queue string) queen.Message {
+	t.Helper()
+	r := pop(t, e, queen.PopRequest{Queue: queue, ConsumerGroup: "g", Batch: 1})
+	if len(r.Messages) != 1 {
+		t.Fatalf("nothing to dead-letter in %s", queue)
+	}
+	a := ack(r.Messages[0], "g", r.LeaseID, queen.AckDLQ)
+	a.Error = "cannot parse"
+	if res := mustAck(t, e, a); !res[0].DLQ {
+		t.Fatalf("dlq ack result %+v", res[0])
+	}
+	return r.Messages[0]
+}
+
+func TestDeadLetterSurvivesRetention(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	configure(t, e, "q", queen.QueueOptions{RetentionSeconds: ptr(60)})
+	if _, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "q", Partition: "p", TransactionID: "poison",
+		TraceID: "trace-1", Payload: []byte(`{"b": 2, "a": [1, "x"]}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	m := deadLetter(t, e, "q")
+
+	e.Clock.Advance(2 * time.Minute)
+	st, err := e.Store.Reap(ctx, 100)
+	if err != nil || st.SegmentsRetained != 1 {
+		t.Fatalf("reap: %+v %v, want the segment removed by retention", st, err)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.segments"); n != 0 {
+		t.Fatalf("%d segments remain", n)
+	}
+	page, err := e.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "q", ConsumerGroup: "g"})
+	if err != nil || page.Total != 1 {
+		t.Fatalf("DLQ after retention: %+v %v", page, err)
+	}
+	d := page.Messages[0]
+	if string(d.Data) != `{"b":2,"a":[1,"x"]}` || d.TransactionID != "poison" || *d.TraceID != "trace-1" ||
+		*d.Error != "cannot parse" || d.Partition != "p" || d.PartitionID != m.PartitionID || d.Offset != 0 ||
+		d.ConsumerGroup != "g" || !d.CreatedAt.Equal(pgstoretest.Epoch) {
+		t.Fatalf("dead letter snapshot = %+v", d)
+	}
+}
+
+func TestDeadLetterRetryAndDelete(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	if _, err := e.Store.Push(ctx, []queen.PushItem{
+		{Queue: "q", Partition: "p", TransactionID: "t1", Payload: []byte(`{"keep":"me"}`)},
+		{Queue: "q", Partition: "p", TransactionID: "t2", Payload: []byte(`2`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m1 := deadLetter(t, e, "q")
+	m2 := deadLetter(t, e, "q")
+
+	res, err := e.Store.RetryDeadLetter(ctx, m1.PartitionID, m1.TransactionID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != queen.StatusQueued || res.TransactionID == "t1" || res.Offset != 2 || res.Partition != "p" {
+		t.Fatalf("retry result %+v, want queued at offset 2 under a fresh transactionId", res)
+	}
+	if _, err := e.Store.DeadLetters(ctx, m1.PartitionID, "t1"); !errors.Is(err, queen.ErrNotFound) {
+		t.Fatalf("DLQ row survived its retry: %v", err)
+	}
+	again := pop(t, e, queen.PopRequest{Queue: "q", ConsumerGroup: "g", Batch: 1})
+	if len(again.Messages) != 1 || string(again.Messages[0].Data) != `{"keep":"me"}` || again.Messages[0].TransactionID != res.TransactionID {
+		t.Fatalf("re-pushed message = %+v", again.Messages)
+	}
+	// Retry of an address with no dead letter is a 404, and writes nothing.
+	if _, err := e.Store.RetryDeadLetter(ctx, m1.PartitionID, "t1", ""); !errors.Is(err, queen.ErrNotFound) {
+		t.Fatalf("second retry: %v", err)
+	}
+	// Delete drops the row; a group filter that matches nothing is a 404.
+	if _, err := e.Store.DeleteDeadLetter(ctx, m2.PartitionID, "t2", "other"); !errors.Is(err, queen.ErrNotFound) {
+		t.Fatalf("delete with another group: %v", err)
+	}
+	if n, err := e.Store.DeleteDeadLetter(ctx, m2.PartitionID, "t2", "g"); err != nil || n != 1 {
+		t.Fatalf("delete: %d %v", n, err)
+	}
+	if page, _ := e.Store.ListDeadLetters(ctx, queen.DLQFilter{}); page.Total != 0 {
+		t.Fatalf("DLQ not empty: %+v", page)
+	}
+}
+
+func TestDLQListFilters(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	pushN(t, e, "a", "p", "m", 3)
+	pushN(t, e, "b", "p", "m", 1)
+	for i := 0; i < 3; i++ {
+		deadLetter(t, e, "a")
+		e.Clock.Advance(time.Minute)
+	}
+	deadLetter(t, e, "b")
+	page, err := e.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "a", Limit: 2})
+	if err != nil || page.Total != 3 || len(page.Messages) != 2 {
+		t.Fatalf("queue filter with limit: total %d len %d %v", page.Total, len(page.Messages), err)
+	}
+	from := pgstoretest.Epoch.Add(time.Minute)
+	page, _ = e.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "a", From: &from})
+	if page.Total != 2 {
+		t.Fatalf("from filter total %d, want 2", page.Total)
+	}
+	page, _ = e.Store.ListDeadLetters(ctx, queen.DLQFilter{ConsumerGroup: "nobody"})
+	if page.Total != 0 || page.Messages == nil {
+		t.Fatalf("group filter: %+v", page)
+	}
+	if _, err := e.Store.ListDeadLetters(ctx, queen.DLQFilter{Limit: -1}); !errors.Is(err, queen.ErrInvalid) {
+		t.Fatalf("negative limit: %v", err)
+	}
+}

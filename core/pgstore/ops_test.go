@@ -1,0 +1,263 @@
+package pgstore_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+func TestTransactionIsAtomic(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	pushN(t, e, "in", "p", "m", 2)
+	r := pop(t, e, queen.PopRequest{Queue: "in", Batch: 2})
+
+	// A failing operation applies nothing: the ack of an unknown message
+	// keeps the push out, and vice versa a full queue keeps the ack out.
+	_, err := e.Store.Transaction(ctx, queen.TransactionRequest{
+		Acks:   []queen.Ack{ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted), {PartitionID: r.Messages[0].PartitionID, TransactionID: "nope", Status: "completed"}},
+		Pushes: []queen.PushItem{{Queue: "out", Payload: payload(1)}},
+	})
+	if !errors.Is(err, queen.ErrNotFound) {
+		t.Fatalf("transaction with a bad ack: %v", err)
+	}
+	configure(t, e, "full", queen.QueueOptions{MaxSize: ptr[int64](1)})
+	_, err = e.Store.Transaction(ctx, queen.TransactionRequest{
+		Acks:   []queen.Ack{ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted)},
+		Pushes: []queen.PushItem{{Queue: "full", Payload: payload(1)}, {Queue: "full", Payload: payload(2)}},
+	})
+	if !errors.Is(err, queen.ErrQueueFull) {
+		t.Fatalf("transaction into a full queue: %v", err)
+	}
+	if c := cursor(t, e, r.Messages[0].PartitionID, queen.QueueModeGroup); c != -1 {
+		t.Fatalf("failed transaction moved the cursor to %d", c)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.queues WHERE name = 'out'"); n != 0 {
+		t.Fatal("failed transaction created a queue")
+	}
+	_, err = e.Store.Transaction(ctx, queen.TransactionRequest{
+		RequiredLeases: []string{"00000000-0000-0000-0000-000000000000"},
+		Pushes:         []queen.PushItem{{Queue: "out", Payload: payload(1)}},
+	})
+	if !errors.Is(err, queen.ErrConflict) {
+		t.Fatalf("transaction with a dead required lease: %v", err)
+	}
+
+	res, err := e.Store.Transaction(ctx, queen.TransactionRequest{
+		Acks:           []queen.Ack{ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted)},
+		Pushes:         []queen.PushItem{{Queue: "out", Payload: payload("moved")}},
+		RequiredLeases: []string{r.LeaseID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Acks) != 1 || *res.Acks[0].Committed != 1 || len(res.Pushes) != 1 || res.Pushes[0].Status != queen.StatusQueued {
+		t.Fatalf("transaction result %+v", res)
+	}
+}
+
+func TestMaxSize(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	configure(t, e, "q", queen.QueueOptions{MaxSize: ptr[int64](3)})
+	pushN(t, e, "q", "a", "a", 2)
+	_, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "q", Partition: "b", Payload: payload(1)}, {Queue: "q", Partition: "b", Payload: payload(2)}})
+	if !errors.Is(err, queen.ErrQueueFull) {
+		t.Fatalf("push beyond maxSize: %v, want ErrQueueFull", err)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.segments"); n != 1 {
+		t.Fatalf("rejected push wrote segments: %d", n)
+	}
+	// Consuming makes room.
+	r := pop(t, e, queen.PopRequest{Queue: "q", Batch: 2})
+	mustAck(t, e, ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted))
+	if _, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "q", Partition: "b", Payload: payload(1)}, {Queue: "q", Partition: "b", Payload: payload(2)}}); err != nil {
+		t.Fatalf("push after consuming: %v", err)
+	}
+}
+
+func TestReaperRetentionAndDedup(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	configure(t, e, "done", queen.QueueOptions{CompletedRetentionSeconds: ptr(60), DedupWindowSeconds: ptr(30)})
+	pushN(t, e, "done", "p", "a", 2)
+	pushN(t, e, "done", "p", "b", 2)
+	r := pop(t, e, queen.PopRequest{Queue: "done", ConsumerGroup: "g1", Batch: 2})
+	mustAck(t, e, ack(r.Messages[1], "g1", r.LeaseID, queen.AckCompleted))
+	r = pop(t, e, queen.PopRequest{Queue: "done", ConsumerGroup: "g2", Batch: 4})
+	mustAck(t, e, ack(r.Messages[3], "g2", r.LeaseID, queen.AckCompleted))
+
+	e.Clock.Advance(45 * time.Second)
+	st, err := e.Store.Reap(ctx, 100)
+	if err != nil || st.DedupPruned != 4 || st.SegmentsCompleted != 0 {
+		t.Fatalf("reap at 45 s: %+v %v, want 4 dedup keys pruned and nothing completed yet", st, err)
+	}
+	if res := pushN(t, e, "done", "p", "a", 1); res[0].Status != queen.StatusQueued {
+		t.Fatalf("key after its window: %s", res[0].Status)
+	}
+	e.Clock.Advance(30 * time.Second)
+	st, err = e.Store.Reap(ctx, 100)
+	if err != nil || st.SegmentsCompleted != 1 {
+		t.Fatalf("reap at 75 s: %+v %v, want only the segment both groups committed", st, err)
+	}
+	// Bounded and idempotent.
+	st, _ = e.Store.Reap(ctx, 100)
+	if st != (queen.ReapStats{}) {
+		t.Fatalf("second reap did work: %+v", st)
+	}
+}
+
+func TestValidationWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	long := strings.Repeat("x", 256)
+	bad := []struct {
+		item  queen.PushItem
+		field string
+	}{
+		{queen.PushItem{Queue: "", Payload: payload(1)}, "items[0].queue"},
+		{queen.PushItem{Queue: "has space", Payload: payload(1)}, "items[0].queue"},
+		{queen.PushItem{Queue: long, Payload: payload(1)}, "items[0].queue"},
+		{queen.PushItem{Queue: "q", Partition: "a\x00b", Payload: payload(1)}, "items[0].partition"},
+		{queen.PushItem{Queue: "q", Partition: "\xff\xfe", Payload: payload(1)}, "items[0].partition"},
+		{queen.PushItem{Queue: "q", Partition: long, Payload: payload(1)}, "items[0].partition"},
+		{queen.PushItem{Queue: "q", TransactionID: long, Payload: payload(1)}, "items[0].transactionId"},
+		{queen.PushItem{Queue: "q", Payload: []byte(`{"a":`)}, "items[0].payload"},
+		{queen.PushItem{Queue: "q", Payload: []byte("\"\xff\"")}, "items[0].payload"},
+	}
+	for _, b := range bad {
+		_, err := e.Store.Push(ctx, []queen.PushItem{b.item})
+		var fe *queen.FieldError
+		if !errors.As(err, &fe) || fe.Field != b.field || !errors.Is(err, queen.ErrInvalid) {
+			t.Errorf("push %+v: err %v, want invalid %s", b.item, err, b.field)
+		}
+	}
+	if _, err := e.Store.Push(ctx, nil); !errors.Is(err, queen.ErrInvalid) {
+		t.Errorf("empty push: %v", err)
+	}
+	for _, req := range []queen.PopRequest{{Queue: "q", Batch: -1}, {Queue: "q", Batch: queen.MaxBatch + 1}, {Queue: "bad name"}, {Queue: "q", Partitions: 1000}, {Queue: "q", Mode: "sometimes"}} {
+		if _, err := e.Store.Pop(ctx, req); !errors.Is(err, queen.ErrInvalid) {
+			t.Errorf("pop %+v: %v", req, err)
+		}
+	}
+	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{LeaseTime: ptr(0)}}); !errors.Is(err, queen.ErrInvalid) {
+		t.Errorf("configure leaseTime 0: %v", err)
+	}
+	for _, table := range []string{"queues", "partitions", "segments", "dedup", "subscriptions"} {
+		if n := count(t, e, "SELECT count(*) FROM queen."+table); n != 0 {
+			t.Errorf("rejected requests wrote %d rows to %s", n, table)
+		}
+	}
+}
+
+// SQL metacharacters in names are just characters and round-trip exactly.
+func TestNamesRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	queue := "q/DROP:TABLE@x.y-z_1"
+	partition := `p"'); DELETE FROM queen.queues; -- ünï 🚀 \ %`
+	group := `g' OR '1'='1`
+	tx := `tx'";--`
+	if _, err := e.Store.Push(ctx, []queen.PushItem{{Queue: queue, Partition: partition, TransactionID: tx, Payload: []byte(`"'; SELECT 1; --"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := pop(t, e, queen.PopRequest{Queue: queue, Partition: partition, ConsumerGroup: group})
+	if len(r.Messages) != 1 || r.Messages[0].Queue != queue || r.Messages[0].Partition != partition ||
+		r.Messages[0].TransactionID != tx || string(r.Messages[0].Data) != `"'; SELECT 1; --"` {
+		t.Fatalf("round trip: %+v", r.Messages)
+	}
+	mustAck(t, e, ack(r.Messages[0], group, r.LeaseID, queen.AckCompleted))
+	d, err := e.Store.Queue(ctx, queue)
+	if err != nil || d.Name != queue || len(d.Partitions) != 1 || d.Partitions[0].Name != partition ||
+		len(d.Groups) != 1 || d.Groups[0].Group != group || d.Groups[0].Lag != 0 {
+		t.Fatalf("queue detail %+v %v", d, err)
+	}
+}
+
+func TestListingsAndLag(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	q, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Namespace: "ns", Options: queen.QueueOptions{LeaseTime: ptr(60), Priority: ptr(5)}})
+	if err != nil || q.Options.LeaseTime != 60 || q.Options.RetryLimit != queen.DefaultRetryLimit || q.Namespace != "ns" {
+		t.Fatalf("configure: %+v %v", q, err)
+	}
+	// Partial update keeps the other options.
+	q, _ = e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{RetryLimit: ptr(7)}})
+	if q.Options.LeaseTime != 60 || q.Options.RetryLimit != 7 || q.Namespace != "ns" {
+		t.Fatalf("partial update: %+v", q)
+	}
+	pushN(t, e, "q", "a", "a", 5)
+	pushN(t, e, "q", "b", "b", 3)
+	r := pop(t, e, queen.PopRequest{Queue: "q", Partition: "a", ConsumerGroup: "g", Batch: 2})
+	mustAck(t, e, ack(r.Messages[1], "g", r.LeaseID, queen.AckCompleted))
+
+	groups, err := e.Store.ListGroups(ctx)
+	if err != nil || len(groups) != 1 || groups[0].Group != "g" || groups[0].Lag != 6 {
+		t.Fatalf("groups %+v %v, want g with lag 3 (a) + 3 (b) = 6", groups, err)
+	}
+	g, err := e.Store.Group(ctx, "g")
+	if err != nil || len(g.Queues) != 1 || len(g.Queues[0].Cursors) != 2 || g.Queues[0].Cursors[0].Lag != 3 || g.Queues[0].Cursors[0].Committed != 1 {
+		t.Fatalf("group detail %+v %v", g, err)
+	}
+	qs, err := e.Store.ListQueues(ctx)
+	if err != nil || len(qs) != 1 || qs[0].Partitions != 2 || qs[0].Messages != 8 || qs[0].Depth != 6 {
+		t.Fatalf("queues %+v %v", qs, err)
+	}
+	msgs, err := e.Store.Browse(ctx, queen.BrowseRequest{Queue: "q", Partition: "a", FromOffset: 3})
+	if err != nil || !equal(offsets(msgs), []int64{3, 4}) {
+		t.Fatalf("browse from 3: %v %v", offsets(msgs), err)
+	}
+	if err := e.Store.DeleteGroup(ctx, "g", "q"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.Group(ctx, "g"); !errors.Is(err, queen.ErrNotFound) {
+		t.Fatalf("deleted group: %v", err)
+	}
+	if err := e.Store.DeleteQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.Queue(ctx, "q"); !errors.Is(err, queen.ErrNotFound) {
+		t.Fatalf("deleted queue: %v", err)
+	}
+	if err := e.Store.DeleteQueue(ctx, "q"); !errors.Is(err, queen.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// Migrations are idempotent and safe when several processes start at once.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	if _, err := e.Pool.Exec(ctx, "DROP SCHEMA queen CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	applied := make([]int, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := pgstore.MigrateURL(ctx, e.URL)
+			errs[i], applied[i] = err, len(res.Applied)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("migrator %d: %v", i, err)
+		}
+		total += applied[i]
+	}
+	if total != len(pgstore.Migrations()) {
+		t.Fatalf("migrations applied %d times in all, want each once (%d)", total, len(pgstore.Migrations()))
+	}
+	pushN(t, e, "q", "p", "m", 1)
+}
