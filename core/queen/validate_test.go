@@ -1,0 +1,85 @@
+package queen
+
+import (
+	"errors"
+	"regexp"
+	"testing"
+	"time"
+)
+
+func TestNormalizePushDefaults(t *testing.T) {
+	items, err := NormalizePush([]PushItem{{Queue: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := items[0]
+	if it.Partition != DefaultPartition || string(it.Payload) != "null" {
+		t.Fatalf("defaults: %+v", it)
+	}
+	v7 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	if !v7.MatchString(it.TransactionID) {
+		t.Fatalf("generated transactionId %q is not a UUIDv7", it.TransactionID)
+	}
+	a, b := NewUUIDv7(), NewUUIDv7()
+	if a == b || !IsUUID(a) {
+		t.Fatalf("uuids %s %s", a, b)
+	}
+}
+
+func TestParseSubscription(t *testing.T) {
+	ts := "2026-03-04T05:06:07Z"
+	want, _ := time.Parse(time.RFC3339, ts)
+	cases := []struct {
+		mode, from string
+		m          SubscriptionMode
+		t          time.Time
+		bad        bool
+	}{
+		{"", "", SubscribeAll, time.Time{}, false},
+		{"all", "", SubscribeAll, time.Time{}, false},
+		{"new", "", SubscribeNew, time.Time{}, false},
+		{"new-only", "", SubscribeNew, time.Time{}, false},
+		{"", "now", SubscribeNew, time.Time{}, false},
+		{"", ts, SubscribeFrom, want, false},
+		{"", "yesterday", "", time.Time{}, true},
+		{"latest", "", "", time.Time{}, true},
+	}
+	for _, c := range cases {
+		m, at, err := ParseSubscription(c.mode, c.from)
+		if c.bad {
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%q/%q: err %v, want ErrInvalid", c.mode, c.from, err)
+			}
+			continue
+		}
+		if err != nil || m != c.m || !at.Equal(c.t) {
+			t.Errorf("%q/%q = %v %v %v", c.mode, c.from, m, at, err)
+		}
+	}
+}
+
+func TestParseAckStatus(t *testing.T) {
+	for in, want := range map[string]AckStatus{"completed": AckCompleted, "success": AckCompleted, "SUCCESS": AckCompleted,
+		"failed": AckFailed, "retry": AckRetry, "dlq": AckDLQ} {
+		if got, err := ParseAckStatus("status", in); err != nil || got != want {
+			t.Errorf("%s = %v %v", in, got, err)
+		}
+	}
+	var fe *FieldError
+	if _, err := ParseAckStatus("status", "done"); !errors.As(err, &fe) || fe.Field != "status" {
+		t.Errorf("bad status: %v", err)
+	}
+}
+
+func TestQueueNames(t *testing.T) {
+	for _, ok := range []string{"a", "orders.v1", "team/orders:eu@2-x_y"} {
+		if err := ValidateQueueName("queue", ok); err != nil {
+			t.Errorf("%q rejected: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a b", "ü", "a;b", "a'b"} {
+		if err := ValidateQueueName("queue", bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
