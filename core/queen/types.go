@@ -362,6 +362,10 @@ type Stats struct {
 	Partitions int64            `json:"partitions"`
 	Depth      map[string]int64 `json:"depth"`
 	DLQ        map[string]int64 `json:"dlq"`
-	// Lag maps "group/queue" to its exact lag in messages.
+	// Lag maps group + LagKeySeparator + queue to its exact lag in messages.
 	Lag map[string]int64 `json:"lag"`
 }
+
+// LagKeySeparator separates group and queue in Stats.Lag keys; group names
+// cannot contain it (no control characters).
+const LagKeySeparator = "\x1f"

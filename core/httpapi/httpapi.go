@@ -1,0 +1,308 @@
+// Package httpapi serves Queen's v1 HTTP wire format over a queen.Store, so
+// existing Queen clients work unchanged. The same handlers run in each
+// Lambda function (a subset of routes each) and in the local server (all).
+//
+// Handlers translate: decode and validate, call one Store operation,
+// encode. Errors map to HTTP status in exactly one function, writeError.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxBodyBytes is the Lambda payload limit.
+	DefaultMaxBodyBytes = 6 << 20
+	// DefaultMaxWait caps long-polls locally; Lambda sets 20 s (API Gateway
+	// cuts requests at 30 s).
+	DefaultMaxWait = 30 * time.Second
+	// DefaultPollInterval is the longest pause between polls of a long-poll.
+	DefaultPollInterval = 250 * time.Millisecond
+)
+
+// Group names a set of routes; each Lambda function serves some groups.
+type Group string
+
+// Route groups, by function.
+const (
+	GroupPush    Group = "push"
+	GroupPop     Group = "pop"
+	GroupAck     Group = "ack"
+	GroupDLQ     Group = "dlq"
+	GroupAdmin   Group = "admin"
+	GroupHealth  Group = "health"
+	GroupMetrics Group = "metrics"
+)
+
+// AllGroups is every route: the local server.
+var AllGroups = []Group{GroupPush, GroupPop, GroupAck, GroupDLQ, GroupAdmin, GroupHealth, GroupMetrics}
+
+// Config configures the API.
+type Config struct {
+	// MaxBodyBytes limits request bodies (413 beyond). Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxWait caps long-poll waits. Default DefaultMaxWait.
+	MaxWait time.Duration
+	// PollInterval is the longest pause between polls. Default DefaultPollInterval.
+	PollInterval time.Duration
+	// Logger receives request errors. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, counts operations and serves /metrics/prometheus.
+	Metrics *Metrics
+}
+
+// WithDefaults fills zero fields with the defaults.
+func (c Config) WithDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// API is the HTTP API over a store.
+type API struct {
+	store  queen.Store
+	cfg    Config
+	wakeMu sync.Mutex
+	wake   map[string]chan struct{}
+}
+
+// New returns an API over store.
+func New(store queen.Store, cfg Config) *API {
+	return &API{store: store, cfg: cfg.WithDefaults(), wake: map[string]chan struct{}{}}
+}
+
+// Handler returns an http.Handler serving the given route groups.
+func (a *API) Handler(groups ...Group) http.Handler {
+	mux := http.NewServeMux()
+	has := map[Group]bool{}
+	for _, g := range groups {
+		has[g] = true
+	}
+	handle := func(g Group, pattern, op string, h func(http.ResponseWriter, *http.Request) error) {
+		if has[g] {
+			mux.Handle(pattern, a.wrap(op, h))
+		}
+	}
+	handle(GroupPush, "POST /api/v1/push", "push", a.push)
+	handle(GroupPop, "GET /api/v1/pop/queue/{queue}", "pop", a.pop)
+	handle(GroupPop, "GET /api/v1/pop/queue/{queue}/partition/{partition}", "pop", a.pop)
+	handle(GroupPop, "POST /api/v1/lease/{leaseId}/extend", "extend", a.extendLease)
+	handle(GroupAck, "POST /api/v1/ack", "ack", a.ack)
+	handle(GroupAck, "POST /api/v1/ack/batch", "ack_batch", a.ackBatch)
+	handle(GroupAck, "POST /api/v1/transaction", "transaction", a.transaction)
+	handle(GroupDLQ, "GET /api/v1/dlq", "dlq_list", a.listDLQ)
+	handle(GroupDLQ, "GET /api/v1/messages/{partitionId}/{transactionId}", "dlq_get", a.getDeadLetter)
+	handle(GroupDLQ, "DELETE /api/v1/messages/{partitionId}/{transactionId}", "dlq_delete", a.deleteDeadLetter)
+	handle(GroupDLQ, "POST /api/v1/messages/{partitionId}/{transactionId}/retry", "dlq_retry", a.retryDeadLetter)
+	handle(GroupAdmin, "POST /api/v1/configure", "configure", a.configure)
+	handle(GroupAdmin, "GET /api/v1/resources/queues", "queues", a.listQueues)
+	handle(GroupAdmin, "GET /api/v1/resources/queues/{queue}", "queue", a.getQueue)
+	handle(GroupAdmin, "DELETE /api/v1/resources/queues/{queue}", "queue_delete", a.deleteQueue)
+	handle(GroupAdmin, "GET /api/v1/consumer-groups", "groups", a.listGroups)
+	handle(GroupAdmin, "GET /api/v1/consumer-groups/{group}", "group", a.getGroup)
+	handle(GroupAdmin, "DELETE /api/v1/consumer-groups/{group}", "group_delete", a.deleteGroup)
+	handle(GroupAdmin, "DELETE /api/v1/consumer-groups/{group}/queues/{queue}", "group_delete", a.deleteGroup)
+	handle(GroupAdmin, "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek", "seek", a.seek)
+	handle(GroupAdmin, "GET /api/v1/messages", "browse", a.browse)
+	handle(GroupHealth, "GET /health", "health", a.health)
+	if has[GroupMetrics] && a.cfg.Metrics != nil {
+		mux.Handle("GET /metrics/prometheus", a.cfg.Metrics.Handler(a.store, a.cfg.Logger))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// No route: answer the mux's 404 or 405 in the API's error shape.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		if rec.status == http.StatusMethodNotAllowed {
+			writeJSON(w, rec.status, errorBody{Error: fmt.Sprintf("method %s not allowed for %s", r.Method, r.URL.Path)})
+			return
+		}
+		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+	})
+}
+
+// statusRecorder captures the status a fallback handler writes.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (s *statusRecorder) Header() http.Header         { return s.header }
+func (s *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (s *statusRecorder) WriteHeader(code int)        { s.status = code }
+
+// wrap applies the body limit, times the operation and maps errors.
+func (a *API) wrap(op string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)
+		err := h(w, r)
+		if err != nil {
+			a.writeError(w, r, err)
+		}
+		if a.cfg.Metrics != nil {
+			a.cfg.Metrics.Observe(op, err, time.Since(start))
+		}
+	})
+}
+
+// errBodyTooLarge marks a request body beyond the limit.
+var errBodyTooLarge = errors.New("request body too large")
+
+// statusOf maps an error to its HTTP status: the one place that does.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, queen.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, queen.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, queen.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, queen.ErrQueueFull):
+		return http.StatusTooManyRequests
+	case errors.Is(err, queen.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// errorBody is what a failed request returns. Extra carries per-item
+// results for rejected acks.
+type errorBody struct {
+	Error   string `json:"error"`
+	Success *bool  `json:"success,omitempty"`
+	Results any    `json:"results,omitempty"`
+}
+
+// resultsError carries per-item results along with an error.
+type resultsError struct {
+	err     error
+	results any
+	success bool
+}
+
+func (e *resultsError) Error() string { return e.err.Error() }
+func (e *resultsError) Unwrap() error { return e.err }
+
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status := statusOf(err)
+	body := errorBody{Error: err.Error()}
+	var re *resultsError
+	if errors.As(err, &re) {
+		body.Results = re.results
+		if re.success {
+			f := false
+			body.Success = &f
+		}
+	}
+	switch status {
+	case http.StatusInternalServerError:
+		a.cfg.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		body.Error = "internal error"
+	case http.StatusServiceUnavailable:
+		a.cfg.Logger.WarnContext(r.Context(), "database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		body.Error = "database unavailable"
+		if errors.Is(err, context.DeadlineExceeded) {
+			body.Error = "request timed out"
+		}
+	default:
+		a.cfg.Logger.DebugContext(r.Context(), "request rejected", "status", status, "err", err)
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// decode reads a JSON body into v: 413 beyond the limit, 400 for malformed
+// JSON, invalid UTF-8 or wrong types (naming the field).
+func decode(r *http.Request, v any) error {
+	var buf strings.Builder
+	if _, err := ioCopy(&buf, r); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("%w: limit is %d bytes", errBodyTooLarge, mbe.Limit)
+		}
+		return queen.Invalid("body", "could not be read")
+	}
+	body := buf.String()
+	if strings.TrimSpace(body) == "" {
+		return queen.Invalid("body", "is empty; a JSON object is required")
+	}
+	if !utf8.ValidString(body) {
+		return queen.Invalid("body", "must be valid UTF-8")
+	}
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			field := te.Field
+			if field == "" {
+				field = "body"
+			}
+			return queen.Invalid(field, "must be %s, not %s", jsonType(te.Type.Kind().String()), te.Value)
+		case errors.As(err, &se):
+			return queen.Invalid("body", "malformed JSON at byte %d", se.Offset)
+		}
+		return queen.Invalid("body", "malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return queen.Invalid("body", "must hold one JSON value")
+	}
+	return nil
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "int32", "float64", "uint", "uint64":
+		return "a number"
+	}
+	return kind
+}

@@ -1,0 +1,357 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queen-serverless/queen/core/httpapi"
+	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+)
+
+type server struct {
+	*httptest.Server
+	env *pgstoretest.Env
+	t   *testing.T
+}
+
+func newServer(t *testing.T, realTime bool) *server {
+	t.Helper()
+	var e *pgstoretest.Env
+	if realTime {
+		e = pgstoretest.NewRealTime(t)
+	} else {
+		e = pgstoretest.New(t)
+	}
+	api := httpapi.New(e.Store, httpapi.Config{MaxBodyBytes: 64 << 10, MaxWait: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: httpapi.NewMetrics()})
+	s := httptest.NewServer(api.Handler(httpapi.AllGroups...))
+	t.Cleanup(s.Close)
+	return &server{Server: s, env: e, t: t}
+}
+
+type reply struct {
+	status int
+	body   []byte
+}
+
+func (r reply) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %q: %v", r.body, err)
+	}
+}
+
+func (r reply) errorText(t *testing.T) string {
+	t.Helper()
+	var e struct {
+		Error string `json:"error"`
+	}
+	r.json(t, &e)
+	return e.Error
+}
+
+func (s *server) do(method, path string, body any) reply {
+	s.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, body: b}
+}
+
+func (s *server) expect(method, path string, body any, status int) reply {
+	s.t.Helper()
+	r := s.do(method, path, body)
+	if r.status != status {
+		s.t.Fatalf("%s %s: status %d (%s), want %d", method, path, r.status, r.body, status)
+	}
+	return r
+}
+
+func (s *server) rows(table string) int64 {
+	s.t.Helper()
+	var n int64
+	if err := s.env.Pool.QueryRow(context.Background(), "SELECT count(*) FROM queen."+table).Scan(&n); err != nil {
+		s.t.Fatal(err)
+	}
+	return n
+}
+
+type pushed struct {
+	Index         int     `json:"index"`
+	TransactionID string  `json:"transaction_id"`
+	Status        string  `json:"status"`
+	MessageID     string  `json:"message_id"`
+	PartitionID   string  `json:"partition_id"`
+	Offset        int64   `json:"offset"`
+	QueueName     string  `json:"queueName"`
+	TraceID       *string `json:"trace_id"`
+}
+
+type popped struct {
+	Success       bool    `json:"success"`
+	Queue         string  `json:"queue"`
+	Partition     string  `json:"partition"`
+	PartitionID   string  `json:"partitionId"`
+	LeaseID       string  `json:"leaseId"`
+	ConsumerGroup *string `json:"consumerGroup"`
+	Messages      []struct {
+		ID            string          `json:"id"`
+		TransactionID string          `json:"transactionId"`
+		PartitionID   string          `json:"partitionId"`
+		Partition     string          `json:"partition"`
+		Queue         string          `json:"queue"`
+		Offset        int64           `json:"offset"`
+		Data          json.RawMessage `json:"data"`
+		TraceID       *string         `json:"traceId"`
+		CreatedAt     time.Time       `json:"createdAt"`
+		LeaseID       string          `json:"leaseId"`
+		ConsumerGroup *string         `json:"consumerGroup"`
+		RetryCount    int             `json:"retryCount"`
+	} `json:"messages"`
+}
+
+type acked struct {
+	Index         int     `json:"index"`
+	TransactionID string  `json:"transactionId"`
+	Success       bool    `json:"success"`
+	Error         *string `json:"error"`
+	QueueName     string  `json:"queueName"`
+	PartitionName string  `json:"partitionName"`
+	LeaseReleased bool    `json:"leaseReleased"`
+	DLQ           bool    `json:"dlq"`
+	Committed     *int64  `json:"committed"`
+}
+
+func TestPushPopAckShapes(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	var res []pushed
+	s.expect("POST", "/api/v1/push", `{"items": [
+		{"queue": "orders", "partition": "cust-1", "payload": {"z": 1, "a": 2}, "transactionId": "t1", "traceId": "tr"},
+		{"queue": "orders", "partition": "cust-1", "payload": "two"},
+		{"queue": "orders", "partition": "cust-1", "payload": 3, "transactionId": "t1"}]}`, 201).json(t, &res)
+	if len(res) != 3 || res[0].Status != "queued" || res[0].Offset != 0 || res[0].QueueName != "orders" ||
+		res[0].MessageID == "" || res[0].PartitionID == "" || *res[0].TraceID != "tr" || res[1].TransactionID == "" ||
+		res[2].Status != "duplicate" || res[2].Offset != 0 || res[2].Index != 2 {
+		t.Fatalf("push results %+v", res)
+	}
+
+	var p popped
+	s.expect("GET", "/api/v1/pop/queue/orders?batch=10&consumerGroup=billing", nil, 200).json(t, &p)
+	if !p.Success || p.Queue != "orders" || p.Partition != "cust-1" || p.PartitionID != res[0].PartitionID ||
+		p.LeaseID == "" || *p.ConsumerGroup != "billing" || len(p.Messages) != 2 {
+		t.Fatalf("pop %+v", p)
+	}
+	m := p.Messages[0]
+	if m.ID != res[0].MessageID || m.TransactionID != "t1" || string(m.Data) != `{"z":1,"a":2}` || *m.TraceID != "tr" ||
+		m.LeaseID != p.LeaseID || *m.ConsumerGroup != "billing" || m.Offset != 0 || m.CreatedAt.IsZero() {
+		t.Fatalf("message %+v", m)
+	}
+	// Nothing left: 204 with no body.
+	if r := s.expect("GET", "/api/v1/pop/queue/orders/partition/cust-1?consumerGroup=billing", nil, 204); len(r.body) != 0 {
+		t.Fatalf("204 with body %q", r.body)
+	}
+
+	var ex map[string]any
+	s.expect("POST", "/api/v1/lease/"+p.LeaseID+"/extend", map[string]any{"seconds": 60}, 200).json(t, &ex)
+	if ex["leaseId"] != p.LeaseID || ex["expiresAt"] == nil {
+		t.Fatalf("extend %+v", ex)
+	}
+
+	var a []acked
+	s.expect("POST", "/api/v1/ack", map[string]any{"transactionId": "t1", "partitionId": m.PartitionID, "status": "completed",
+		"consumerGroup": "billing", "leaseId": p.LeaseID}, 200).json(t, &a)
+	if len(a) != 1 || !a[0].Success || a[0].Error != nil || *a[0].Committed != 0 || a[0].LeaseReleased || a[0].QueueName != "orders" || a[0].PartitionName != "cust-1" {
+		t.Fatalf("ack %+v", a)
+	}
+	s.expect("POST", "/api/v1/ack/batch", map[string]any{"consumerGroup": "billing", "acknowledgments": []map[string]any{
+		{"transactionId": p.Messages[1].TransactionID, "partitionId": m.PartitionID, "status": "success", "leaseId": p.LeaseID},
+	}}, 200).json(t, &a)
+	if !a[0].Success || *a[0].Committed != 1 || !a[0].LeaseReleased {
+		t.Fatalf("ack batch %+v", a)
+	}
+	// Queue mode: consumerGroup is null on the wire.
+	var qm popped
+	s.expect("GET", "/api/v1/pop/queue/orders?autoAck=true", nil, 200).json(t, &qm)
+	if qm.ConsumerGroup != nil || qm.LeaseID != "" || qm.Messages[0].ConsumerGroup != nil {
+		t.Fatalf("queue-mode autoAck pop %+v", qm)
+	}
+}
+
+func TestErrorStatuses(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "small", "options": map[string]any{"maxSize": 1}}, 200)
+	var res []pushed
+	s.expect("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "q", "payload": 1}}}, 201).json(t, &res)
+	var p popped
+	s.expect("GET", "/api/v1/pop/queue/q", nil, 200).json(t, &p)
+	before := map[string]int64{}
+	for _, tb := range []string{"queues", "partitions", "segments", "dedup", "consumers", "dlq"} {
+		before[tb] = s.rows(tb)
+	}
+
+	big := fmt.Sprintf(`{"items":[{"queue":"q","payload":"%s"}]}`, strings.Repeat("x", 70<<10))
+	cases := []struct {
+		method, path string
+		body         any
+		status       int
+		mention      string
+	}{
+		{"POST", "/api/v1/push", `{"items": [`, 400, "malformed"},
+		{"POST", "/api/v1/push", ``, 400, "body"},
+		{"POST", "/api/v1/push", `{"items": "nope"}`, 400, "items"},
+		{"POST", "/api/v1/push", `{"items": [{"queue": 5}]}`, 400, "queue"},
+		{"POST", "/api/v1/push", `{"items": [{"queue": "bad name"}]}`, 400, "items[0].queue"},
+		{"POST", "/api/v1/push", `{"items": []}`, 400, "items"},
+		{"POST", "/api/v1/push", "{\"items\": [{\"queue\": \"q\", \"payload\": \"\xff\"}]}", 400, "UTF-8"},
+		{"POST", "/api/v1/push", `{"items": [{"queue": "q", "partition": "a\u0000b"}]}`, 400, "partition"},
+		{"POST", "/api/v1/push", big, 413, "too large"},
+		{"POST", "/api/v1/push", `{"items": [{"queue": "small", "payload": 1}, {"queue": "small", "payload": 2}]}`, 429, "full"},
+		{"GET", "/api/v1/pop/queue/q?batch=-1", nil, 400, "batch"},
+		{"GET", "/api/v1/pop/queue/q?batch=abc", nil, 400, "batch"},
+		{"GET", "/api/v1/pop/queue/q?batch=99999999", nil, 400, "batch"},
+		{"GET", "/api/v1/pop/queue/q?wait=maybe", nil, 400, "wait"},
+		{"GET", "/api/v1/pop/queue/q?subscriptionFrom=yesterday", nil, 400, "subscriptionFrom"},
+		{"POST", "/api/v1/ack", map[string]any{"transactionId": "nope", "partitionId": res[0].PartitionID, "status": "completed"}, 404, "not found"},
+		{"POST", "/api/v1/ack", map[string]any{"transactionId": res[0].TransactionID, "partitionId": res[0].PartitionID, "status": "completed", "leaseId": "00000000-0000-0000-0000-000000000000"}, 409, "lease"},
+		{"POST", "/api/v1/ack", map[string]any{"transactionId": res[0].TransactionID, "partitionId": "zzz", "status": "completed"}, 400, "partitionId"},
+		{"POST", "/api/v1/ack", map[string]any{"transactionId": res[0].TransactionID, "partitionId": res[0].PartitionID, "status": "meh"}, 400, "status"},
+		{"POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": []any{}}, 400, "acknowledgments"},
+		{"POST", "/api/v1/lease/not-a-lease/extend", map[string]any{"seconds": 10}, 404, "lease"},
+		{"POST", "/api/v1/lease/" + p.LeaseID + "/extend", map[string]any{"seconds": -5}, 400, "seconds"},
+		{"POST", "/api/v1/transaction", map[string]any{"operations": []map[string]any{{"type": "frobnicate"}}}, 400, "type"},
+		{"POST", "/api/v1/transaction", map[string]any{"operations": []map[string]any{{"type": "push", "items": []map[string]any{{"queue": "x", "payload": 1}}}}, "requiredLeases": []string{"00000000-0000-0000-0000-000000000000"}}, 409, "lease"},
+		{"GET", "/api/v1/dlq?limit=-3", nil, 400, "limit"},
+		{"GET", "/api/v1/dlq?from=noon", nil, 400, "from"},
+		{"GET", "/api/v1/messages/" + res[0].PartitionID + "/nope", nil, 404, "dead letter"},
+		{"POST", "/api/v1/messages/" + res[0].PartitionID + "/nope/retry", nil, 404, "dead letter"},
+		{"DELETE", "/api/v1/messages/" + res[0].PartitionID + "/nope", nil, 404, "dead letter"},
+		{"POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{"leaseTime": "long"}}, 400, "leaseTime"},
+		{"POST", "/api/v1/configure", map[string]any{"queue": "q", "options": map[string]any{"retryLimit": -1}}, 400, "retryLimit"},
+		{"GET", "/api/v1/resources/queues/missing", nil, 404, "missing"},
+		{"DELETE", "/api/v1/resources/queues/missing", nil, 404, "missing"},
+		{"GET", "/api/v1/consumer-groups/nobody", nil, 404, "nobody"},
+		{"POST", "/api/v1/consumer-groups/g/queues/missing/seek", map[string]any{"toEnd": true}, 404, "missing"},
+		{"POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "soon"}, 400, "timestamp"},
+		{"GET", "/api/v1/messages?queue=q&limit=0", nil, 400, "limit"},
+		{"GET", "/api/v1/nowhere", nil, 404, "no route"},
+		{"PUT", "/api/v1/push", nil, 405, ""},
+	}
+	for _, c := range cases {
+		r := s.do(c.method, c.path, c.body)
+		if r.status != c.status {
+			t.Errorf("%s %s: status %d (%s), want %d", c.method, c.path, r.status, r.body, c.status)
+			continue
+		}
+		if c.mention != "" && !strings.Contains(strings.ToLower(r.errorText(t)), strings.ToLower(c.mention)) {
+			t.Errorf("%s %s: error %q does not mention %q", c.method, c.path, r.errorText(t), c.mention)
+		}
+	}
+	for tb, n := range before {
+		if got := s.rows(tb); got != n {
+			t.Errorf("rejected requests changed %s: %d rows, was %d", tb, got, n)
+		}
+	}
+}
+
+func TestDatabaseDownIs503(t *testing.T) {
+	t.Parallel()
+	cfg, _ := pgstore.PoolConfig("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	api := httpapi.New(pgstore.New(pool, pgstore.Config{}), httpapi.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := httptest.NewServer(api.Handler(httpapi.AllGroups...))
+	defer srv.Close()
+	s := &server{Server: srv, t: t}
+	r := s.expect("GET", "/health", nil, 503)
+	var h map[string]string
+	r.json(t, &h)
+	if h["status"] != "unhealthy" || h["database"] != "disconnected" {
+		t.Fatalf("health %v", h)
+	}
+	r = s.expect("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "q", "payload": 1}}}, 503)
+	if strings.Contains(r.errorText(t), "127.0.0.1") {
+		t.Fatalf("503 leaks internals: %s", r.body)
+	}
+}
+
+func TestLongPollWakesOnPush(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, true)
+	// The queue does not exist yet: consumers often start first.
+	done := make(chan reply, 1)
+	start := time.Now()
+	go func() { done <- s.do("GET", "/api/v1/pop/queue/later?wait=true&timeout=4000", nil) }()
+	time.Sleep(700 * time.Millisecond)
+	pushedAt := time.Now()
+	s.expect("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "later", "payload": "hi"}}}, 201)
+	r := <-done
+	if r.status != 200 {
+		t.Fatalf("long-poll got %d %s", r.status, r.body)
+	}
+	if d := time.Since(pushedAt); d > time.Second {
+		t.Fatalf("message reached the waiting consumer %v after the push, want < 1 s", d)
+	}
+	// An empty long-poll waits its timeout, then answers 204.
+	start = time.Now()
+	s.expect("GET", "/api/v1/pop/queue/later?wait=true&timeout=600", nil, 204)
+	if d := time.Since(start); d < 550*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("empty long-poll took %v, want about 600 ms", d)
+	}
+}
+
+// A push from another process (straight into the store) is found by polling.
+func TestLongPollSeesOtherWriters(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, true)
+	done := make(chan reply, 1)
+	go func() { done <- s.do("GET", "/api/v1/pop/queue/ext?wait=true&timeout=4000&consumerGroup=g", nil) }()
+	time.Sleep(500 * time.Millisecond)
+	other := pgstore.New(s.env.Pool, pgstore.Config{})
+	pushedAt := time.Now()
+	if _, err := other.Push(context.Background(), nil); err == nil {
+		t.Fatal("empty push accepted")
+	}
+	if _, err := other.Push(context.Background(), pushItems("ext", 1)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.status != 200 || time.Since(pushedAt) > time.Second {
+		t.Fatalf("long-poll: %d after %v", r.status, time.Since(pushedAt))
+	}
+}

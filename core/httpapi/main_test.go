@@ -1,0 +1,9 @@
+package httpapi_test
+
+import (
+	"testing"
+
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+)
+
+func TestMain(m *testing.M) { pgstoretest.Main(m) }
