@@ -1,0 +1,652 @@
+// Package bench measures Queen Serverless against the workloads of SPEC §7,
+// through the core (the Store) and through the HTTP server, next to the raw
+// ceiling of plain INSERTs into a bare table on the same Postgres. It
+// prints a table with progress while it runs and writes JSON plus an SVG
+// chart to a results folder.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// Defaults of Config.
+const (
+	DefaultDuration   = 5 * time.Second
+	DefaultClients    = 8
+	DefaultPartitions = 1000
+	DefaultResultsDir = "bench-results"
+	// DefaultBacklog is the backlog the consume workloads drain.
+	DefaultBacklog = 150000
+	// DefaultStorageMessages is how many messages D measures.
+	DefaultStorageMessages = 50000
+	// DefaultScalePartitions is the wide side of S.
+	DefaultScalePartitions = 10000
+)
+
+// Payload is the message every workload pushes.
+const Payload = `{"hello":"world","n":12345}`
+
+// Config configures a run.
+type Config struct {
+	// URL is a migrated Postgres database the run may fill and empty.
+	URL string
+	// Duration of each timed workload. Default DefaultDuration.
+	Duration time.Duration
+	// Clients per workload. Default DefaultClients.
+	Clients int
+	// Partitions for random-partition workloads. Default DefaultPartitions.
+	Partitions int
+	// ResultsDir receives results.json and results.svg. Default DefaultResultsDir.
+	ResultsDir string
+	// Backlog is the backlog of C10, C100 and F5. Default DefaultBacklog.
+	Backlog int
+	// StorageMessages is the message count of D. Default DefaultStorageMessages.
+	StorageMessages int
+	// ScalePartitions is the wide side of S. Default DefaultScalePartitions.
+	ScalePartitions int
+	// Only, when set, runs just the workloads named (e.g. "P1", "raw-1").
+	Only []string
+	// Out receives the progress table. Default os.Stdout.
+	Out io.Writer
+}
+
+// WithDefaults fills zero fields with the defaults.
+func (c Config) WithDefaults() Config {
+	if c.Duration <= 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Clients <= 0 {
+		c.Clients = DefaultClients
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.Backlog <= 0 {
+		c.Backlog = DefaultBacklog
+	}
+	if c.StorageMessages <= 0 {
+		c.StorageMessages = DefaultStorageMessages
+	}
+	if c.ScalePartitions <= 0 {
+		c.ScalePartitions = DefaultScalePartitions
+	}
+	if c.ResultsDir == "" {
+		c.ResultsDir = DefaultResultsDir
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+	return c
+}
+
+// Result is one measured workload.
+type Result struct {
+	Name    string  `json:"name"`
+	Via     string  `json:"via"` // "core", "http" or "sql"
+	What    string  `json:"what"`
+	Ops     int64   `json:"ops"`
+	Rows    int64   `json:"rows"`
+	Seconds float64 `json:"seconds"`
+	// Rate is rows (messages) per second.
+	Rate   float64 `json:"rate"`
+	P50Ms  float64 `json:"p50Ms"`
+	P99Ms  float64 `json:"p99Ms"`
+	Value  float64 `json:"value,omitempty"` // D: bytes per message; S: ratio
+	Unit   string  `json:"unit"`
+	Target string  `json:"target,omitempty"`
+	Pass   *bool   `json:"pass,omitempty"`
+}
+
+// Report is a whole run.
+type Report struct {
+	StartedAt  time.Time `json:"startedAt"`
+	Clients    int       `json:"clients"`
+	Partitions int       `json:"partitions"`
+	DurationS  float64   `json:"durationSeconds"`
+	Postgres   string    `json:"postgres"`
+	Results    []Result  `json:"results"`
+}
+
+type runner struct {
+	cfg    Config
+	pool   *pgxpool.Pool
+	store  *pgstore.Store
+	http   *httpTarget
+	report Report
+}
+
+// Run runs the benchmark and writes its results.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg = cfg.WithDefaults()
+	pcfg, err := pgstore.PoolConfig(cfg.URL)
+	if err != nil {
+		return Report{}, err
+	}
+	pcfg.MaxConns = int32(cfg.Clients*5 + 4)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return Report{}, err
+	}
+	defer pool.Close()
+	r := &runner{cfg: cfg, pool: pool, store: pgstore.New(pool, pgstore.Config{})}
+	r.report = Report{StartedAt: time.Now().UTC(), Clients: cfg.Clients, Partitions: cfg.Partitions, DurationS: cfg.Duration.Seconds()}
+	_ = pool.QueryRow(ctx, "SHOW server_version").Scan(&r.report.Postgres)
+	if r.http, err = startHTTP(r.store, cfg.Clients*5); err != nil {
+		return Report{}, err
+	}
+	defer r.http.close()
+
+	fmt.Fprintf(cfg.Out, "Queen Serverless benchmark: %d clients, %d partitions, %s per workload, PostgreSQL %s\n\n",
+		cfg.Clients, cfg.Partitions, cfg.Duration, r.report.Postgres)
+	fmt.Fprintf(cfg.Out, "%-10s %-5s %-46s %12s %9s %9s  %s\n", "workload", "via", "what", "rate", "p50 ms", "p99 ms", "target")
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"D", r.storage},
+		{"raw-1", r.rawSingle},
+		{"raw-100", r.rawMulti},
+		{"P1", func(ctx context.Context) error { return r.push(ctx, "P1", 1, false) }},
+		{"P10", func(ctx context.Context) error { return r.push(ctx, "P10", 10, false) }},
+		{"P100", func(ctx context.Context) error { return r.push(ctx, "P100", 100, false) }},
+		{"P100-1", func(ctx context.Context) error { return r.push(ctx, "P100-1", 100, true) }},
+		{"C10", func(ctx context.Context) error { return r.consume(ctx, "C10", 10) }},
+		{"C100", func(ctx context.Context) error { return r.consume(ctx, "C100", 100) }},
+		{"F5", r.fanout},
+		{"S", r.scale},
+	}
+	for _, s := range steps {
+		if !r.selected(s.name) {
+			continue
+		}
+		if err := s.fn(ctx); err != nil {
+			return r.report, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	r.judge()
+	if err := r.write(); err != nil {
+		return r.report, err
+	}
+	return r.report, nil
+}
+
+func (r *runner) selected(name string) bool {
+	if len(r.cfg.Only) == 0 {
+		return true
+	}
+	for _, o := range r.cfg.Only {
+		if o == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) add(res Result) {
+	r.report.Results = append(r.report.Results, res)
+	rate := fmt.Sprintf("%.0f %s", res.Rate, res.Unit)
+	if res.Name == "D" || res.Name == "S" {
+		rate = fmt.Sprintf("%.2f %s", res.Value, res.Unit)
+	}
+	fmt.Fprintf(r.cfg.Out, "%-10s %-5s %-46s %12s %9.2f %9.2f  %s\n", res.Name, res.Via, res.What, rate, res.P50Ms, res.P99Ms, res.Target)
+}
+
+// measure runs fn from clients goroutines for the configured duration (or
+// until fn says it is done) and times each call. fn returns the rows it
+// handled; 0 rows and done=true ends that client.
+func (r *runner) measure(ctx context.Context, clients int, fn func(ctx context.Context, client int) (rows int, done bool, err error)) (ops, rows int64, secs float64, lat []time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Duration)
+	defer cancel()
+	var mu sync.Mutex
+	var firstErr error
+	var nOps, nRows atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := progress(r.cfg.Out, start, r.cfg.Duration, &nRows)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				n, done, err := fn(ctx, c)
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+					}
+					break
+				}
+				if done {
+					break
+				}
+				mine = append(mine, time.Since(t0))
+				nOps.Add(1)
+				nRows.Add(int64(n))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	stop()
+	return nOps.Load(), nRows.Load(), time.Since(start).Seconds(), lat, firstErr
+}
+
+// progress prints a live counter on one line until stopped.
+func progress(out io.Writer, start time.Time, d time.Duration, rows *atomic.Int64) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprintf(out, "\r%60s\r", "")
+				return
+			case <-t.C:
+				el := time.Since(start)
+				fmt.Fprintf(out, "\r  … %4.0f%%  %d rows, %.0f/s", 100*el.Seconds()/d.Seconds(), rows.Load(), float64(rows.Load())/el.Seconds())
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func percentile(lat []time.Duration, p float64) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), lat...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p * float64(len(s)-1))
+	return float64(s[i].Microseconds()) / 1000
+}
+
+func result(name, via, what string, ops, rows int64, secs float64, lat []time.Duration) Result {
+	return Result{Name: name, Via: via, What: what, Ops: ops, Rows: rows, Seconds: secs,
+		Rate: float64(rows) / secs, P50Ms: percentile(lat, 0.5), P99Ms: percentile(lat, 0.99), Unit: "msg/s"}
+}
+
+// ---- raw ceilings
+
+func (r *runner) rawSingle(ctx context.Context) error {
+	if _, err := r.pool.Exec(ctx, "DROP TABLE IF EXISTS bench_raw; CREATE TABLE bench_raw (partition_id int, payload jsonb, txid text)"); err != nil {
+		return err
+	}
+	ops, rows, secs, lat, err := r.measure(ctx, r.cfg.Clients, func(ctx context.Context, c int) (int, bool, error) {
+		_, err := r.pool.Exec(ctx, "INSERT INTO bench_raw VALUES ($1, $2::jsonb, $3)", rand.IntN(r.cfg.Partitions), Payload, queen.NewUUIDv7())
+		return 1, false, err
+	})
+	if err != nil {
+		return err
+	}
+	res := result("raw-1", "sql", "single-row INSERT into a bare table", ops, rows, secs, lat)
+	res.Unit = "rows/s"
+	r.add(res)
+	return nil
+}
+
+func (r *runner) rawMulti(ctx context.Context) error {
+	if _, err := r.pool.Exec(ctx, "TRUNCATE bench_raw"); err != nil {
+		return err
+	}
+	const n = 100
+	ops, rows, secs, lat, err := r.measure(ctx, r.cfg.Clients, func(ctx context.Context, c int) (int, bool, error) {
+		ids := make([]int32, n)
+		txids := make([]string, n)
+		for i := range ids {
+			ids[i], txids[i] = int32(rand.IntN(r.cfg.Partitions)), queen.NewUUIDv7()
+		}
+		_, err := r.pool.Exec(ctx, "INSERT INTO bench_raw SELECT p, $2::jsonb, t FROM unnest($1::int[], $3::text[]) AS u(p, t)", ids, Payload, txids)
+		return n, false, err
+	})
+	if err != nil {
+		return err
+	}
+	res := result("raw-100", "sql", "multi-row INSERT (100 rows) into a bare table", ops, rows, secs, lat)
+	res.Unit = "rows/s"
+	r.add(res)
+	_, err = r.pool.Exec(ctx, "DROP TABLE bench_raw")
+	return err
+}
+
+// ---- push
+
+func items(queue string, n, partitions int, one bool) []queen.PushItem {
+	out := make([]queen.PushItem, n)
+	for i := range out {
+		p := "p-0"
+		if !one {
+			p = fmt.Sprintf("p-%d", rand.IntN(partitions))
+		}
+		out[i] = queen.PushItem{Queue: queue, Partition: p, Payload: json.RawMessage(Payload)}
+	}
+	return out
+}
+
+func (r *runner) push(ctx context.Context, name string, n int, one bool) error {
+	what := fmt.Sprintf("push %d per request, random partitions", n)
+	if one {
+		what = fmt.Sprintf("push %d per request, one partition", n)
+	}
+	for _, via := range []string{"core", "http"} {
+		queue := fmt.Sprintf("bench-%s-%s", name, via)
+		// Create the partitions first: the timed part measures appends.
+		if !one {
+			warm := make([]queen.PushItem, r.cfg.Partitions)
+			for i := range warm {
+				warm[i] = queen.PushItem{Queue: queue, Partition: fmt.Sprintf("p-%d", i), Payload: json.RawMessage(Payload)}
+			}
+			if _, err := r.store.Push(ctx, warm); err != nil {
+				return err
+			}
+		}
+		ops, rows, secs, lat, err := r.measure(ctx, r.cfg.Clients, func(ctx context.Context, c int) (int, bool, error) {
+			batch := items(queue, n, r.cfg.Partitions, one)
+			var err error
+			if via == "core" {
+				_, err = r.store.Push(ctx, batch)
+			} else {
+				err = r.http.push(ctx, batch)
+			}
+			return n, false, err
+		})
+		if err != nil {
+			return err
+		}
+		r.add(result(name, via, what, ops, rows, secs, lat))
+	}
+	return nil
+}
+
+// fill pushes n messages into queue over partitions, untimed.
+func (r *runner) fill(ctx context.Context, queue string, n, partitions int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, r.cfg.Clients)
+	per := n / r.cfg.Clients
+	for c := 0; c < r.cfg.Clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done := 0; done < per; done += 500 {
+				if _, err := r.store.Push(ctx, items(queue, min(500, per-done), partitions, false)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// ---- consume
+
+func (r *runner) consume(ctx context.Context, name string, batch int) error {
+	for _, via := range []string{"core", "http"} {
+		queue := fmt.Sprintf("bench-%s-%s", name, via)
+		backlog := r.cfg.Backlog
+		fmt.Fprintf(r.cfg.Out, "  filling a backlog of %d messages…", backlog)
+		if err := r.fill(ctx, queue, backlog, r.cfg.Partitions); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.cfg.Out, "\r%60s\r", "")
+		ops, rows, secs, lat, err := r.measure(ctx, r.cfg.Clients, func(ctx context.Context, c int) (int, bool, error) {
+			n, err := r.popAck(ctx, via, queen.PopRequest{Queue: queue, Batch: batch})
+			return n, err == nil && n == 0, err
+		})
+		if err != nil {
+			return err
+		}
+		r.add(result(name, via, fmt.Sprintf("pop batch %d + ack batch, queue mode", batch), ops, rows, secs, lat))
+	}
+	return nil
+}
+
+// popAck pops one batch and acks it whole; it returns the messages handled.
+func (r *runner) popAck(ctx context.Context, via string, req queen.PopRequest) (int, error) {
+	if via == "http" {
+		return r.http.popAck(ctx, req)
+	}
+	res, err := r.store.Pop(ctx, req)
+	if err != nil || len(res.Messages) == 0 {
+		return 0, err
+	}
+	acks := make([]queen.Ack, len(res.Messages))
+	for i, m := range res.Messages {
+		acks[i] = queen.Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: queen.AckCompleted,
+			ConsumerGroup: req.ConsumerGroup, LeaseID: res.LeaseID}
+	}
+	_, err = r.store.Ack(ctx, acks)
+	return len(res.Messages), err
+}
+
+func (r *runner) fanout(ctx context.Context) error {
+	const groups = 5
+	backlog := r.cfg.Backlog / 4
+	queue := "bench-F5"
+	fmt.Fprintf(r.cfg.Out, "  filling a backlog of %d messages…", backlog)
+	if err := r.fill(ctx, queue, backlog, r.cfg.Partitions); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.cfg.Out, "\r%60s\r", "")
+	ops, rows, secs, lat, err := r.measure(ctx, groups*r.cfg.Clients, func(ctx context.Context, c int) (int, bool, error) {
+		group := fmt.Sprintf("group-%d", c%groups)
+		n, err := r.popAck(ctx, "core", queen.PopRequest{Queue: queue, ConsumerGroup: group, Batch: 100})
+		return n, err == nil && n == 0, err
+	})
+	if err != nil {
+		return err
+	}
+	res := result("F5", "core", fmt.Sprintf("%d groups × %d clients, each group reads all", groups, r.cfg.Clients), ops, rows, secs, lat)
+	res.Unit = "deliveries/s"
+	r.add(res)
+	return nil
+}
+
+// scale compares pop latency at 10,000 partitions with 10 partitions.
+func (r *runner) scale(ctx context.Context) error {
+	const pops = 400
+	p50 := map[int]float64{}
+	for _, parts := range []int{10, r.cfg.ScalePartitions} {
+		queue := fmt.Sprintf("bench-S-%d", parts)
+		per := max(3, 2*pops/parts)
+		fmt.Fprintf(r.cfg.Out, "  filling %d partitions…", parts)
+		all := make([]queen.PushItem, 0, parts*per)
+		for p := 0; p < parts; p++ {
+			for i := 0; i < per; i++ {
+				all = append(all, queen.PushItem{Queue: queue, Partition: fmt.Sprintf("p-%d", p), Payload: json.RawMessage(Payload)})
+			}
+		}
+		for len(all) > 0 {
+			n := min(1000, len(all))
+			if _, err := r.store.Push(ctx, all[:n]); err != nil {
+				return err
+			}
+			all = all[n:]
+		}
+		fmt.Fprintf(r.cfg.Out, "\r%60s\r", "")
+		var lat []time.Duration
+		for i := 0; i < pops; i++ {
+			t0 := time.Now()
+			res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Batch: 1})
+			if err != nil {
+				return err
+			}
+			lat = append(lat, time.Since(t0))
+			if len(res.Messages) == 0 {
+				return fmt.Errorf("S: queue %s ran dry", queue)
+			}
+			if _, err := r.store.Ack(ctx, []queen.Ack{{PartitionID: res.Messages[0].PartitionID, TransactionID: res.Messages[0].TransactionID,
+				Status: queen.AckCompleted, LeaseID: res.LeaseID}}); err != nil {
+				return err
+			}
+		}
+		p50[parts] = percentile(lat, 0.5)
+		res := result("S", "core", fmt.Sprintf("pop p50 at %d partitions", parts), int64(pops), int64(pops), 0, lat)
+		res.Rate, res.Unit = p50[parts], "ms p50"
+		res.Value = p50[parts]
+		r.add(res)
+	}
+	wide := r.cfg.ScalePartitions
+	ratio := Result{Name: "S", Via: "core", What: fmt.Sprintf("pop p50 ratio %d / 10 partitions", wide), Value: p50[wide] / p50[10], Unit: "×",
+		P50Ms: p50[wide], Target: "≤ 1.5"}
+	r.add(ratio)
+	return nil
+}
+
+// storage measures D: on-disk bytes per message beyond payload and
+// transactionId, at batch 10, after the dedup keys expired.
+func (r *runner) storage(ctx context.Context) error {
+	total := int64(r.cfg.StorageMessages)
+	queue := "bench-D"
+	if _, err := r.store.Configure(ctx, queen.ConfigureRequest{Queue: queue, Options: queen.QueueOptions{DedupWindowSeconds: ptr(1)}}); err != nil {
+		return err
+	}
+	var n atomic.Int64
+	fmt.Fprintf(r.cfg.Out, "  pushing %d messages in batches of 10…", total)
+	var wg sync.WaitGroup
+	errs := make(chan error, r.cfg.Clients)
+	for c := 0; c < r.cfg.Clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n.Add(10) <= total {
+				if _, err := r.store.Push(ctx, items(queue, 10, r.cfg.Partitions, false)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for {
+		st, err := r.store.Reap(ctx, 10000)
+		if err != nil {
+			return err
+		}
+		if st.DedupPruned == 0 {
+			break
+		}
+	}
+	if _, err := r.pool.Exec(ctx, "VACUUM queen.dedup"); err != nil {
+		return err
+	}
+	if _, err := r.pool.Exec(ctx, "VACUUM queen.segments"); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.cfg.Out, "\r%60s\r", "")
+	var bytes, payload, msgs int64
+	err := r.pool.QueryRow(ctx, `SELECT pg_total_relation_size('queen.segments') + pg_total_relation_size('queen.dedup'),
+		(SELECT coalesce(sum(octet_length(p) + octet_length(t)), 0) FROM queen.segments s, unnest(s.payloads, s.txids) AS u(p, t)),
+		(SELECT coalesce(sum(cardinality(txids)), 0) FROM queen.segments)`).Scan(&bytes, &payload, &msgs)
+	if err != nil {
+		return err
+	}
+	per := float64(bytes-payload) / float64(msgs)
+	r.add(Result{Name: "D", Via: "sql", What: fmt.Sprintf("bytes/message beyond payload+txid (%d msgs)", msgs),
+		Value: per, Unit: "B/msg", Rows: msgs, Target: "≤ 120 B"})
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// judge compares results with the SPEC targets.
+func (r *runner) judge() {
+	find := func(name, via string) *Result {
+		for i := range r.report.Results {
+			if res := &r.report.Results[i]; res.Name == name && res.Via == via {
+				return res
+			}
+		}
+		return nil
+	}
+	set := func(res *Result, target string, pass bool) {
+		if res != nil {
+			res.Target, res.Pass = target, &pass
+		}
+	}
+	raw1, raw100 := find("raw-1", "sql"), find("raw-100", "sql")
+	for _, via := range []string{"core", "http"} {
+		if raw1 != nil {
+			if p := find("P1", via); p != nil {
+				set(p, fmt.Sprintf("≥ 70%% of raw-1 (%.0f%%)", 100*p.Rate/raw1.Rate), p.Rate >= 0.7*raw1.Rate)
+			}
+		}
+		if raw100 != nil {
+			if p := find("P100", via); p != nil {
+				set(p, fmt.Sprintf("≥ 25%% of raw-100 (%.0f%%)", 100*p.Rate/raw100.Rate), p.Rate >= 0.25*raw100.Rate)
+			}
+			if p := find("P100-1", via); p != nil {
+				set(p, fmt.Sprintf("≥ 50%% of raw-100 (%.0f%%)", 100*p.Rate/raw100.Rate), p.Rate >= 0.5*raw100.Rate)
+			}
+		}
+		if c, p := find("C100", via), find("P100", via); c != nil && p != nil {
+			set(c, fmt.Sprintf("≥ P100 (%.0f%%)", 100*c.Rate/p.Rate), c.Rate >= p.Rate)
+		}
+	}
+	for i := range r.report.Results {
+		res := &r.report.Results[i]
+		if res.Name == "S" && res.Unit == "×" {
+			set(res, "≤ 1.5", res.Value <= 1.5)
+		}
+		if res.Name == "D" {
+			set(res, "≤ 120 B", res.Value <= 120)
+		}
+	}
+	fmt.Fprintf(r.cfg.Out, "\nTargets (SPEC §7):\n")
+	for _, res := range r.report.Results {
+		if res.Pass != nil {
+			mark := "PASS"
+			if !*res.Pass {
+				mark = "MISS"
+			}
+			fmt.Fprintf(r.cfg.Out, "  %-4s %-8s %-5s %s\n", mark, res.Name, res.Via, res.Target)
+		}
+	}
+}
+
+func (r *runner) write() error {
+	if err := os.MkdirAll(r.cfg.ResultsDir, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(r.report, "", "  ")
+	if err := os.WriteFile(filepath.Join(r.cfg.ResultsDir, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.cfg.ResultsDir, "results.svg"), []byte(chart(r.report)), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.cfg.Out, "\nwrote %s and %s\n", filepath.Join(r.cfg.ResultsDir, "results.json"), filepath.Join(r.cfg.ResultsDir, "results.svg"))
+	return nil
+}

@@ -1,0 +1,59 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/bench"
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+)
+
+func TestMain(m *testing.M) { pgstoretest.Main(m) }
+
+// A short run of the harness: every workload runs, reports a number and
+// lands in results.json and the chart. Speed is not asserted here.
+func TestHarnessSmoke(t *testing.T) {
+	e := pgstoretest.New(t)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rep, err := bench.Run(context.Background(), bench.Config{URL: e.URL, Duration: 300 * time.Millisecond,
+		Clients: 2, Partitions: 20, ResultsDir: dir, Out: &out,
+		Backlog: 2000, StorageMessages: 2000, ScalePartitions: 100})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	names := map[string]bool{}
+	for _, r := range rep.Results {
+		names[r.Name+"/"+r.Via] = true
+		if r.Name != "S" && r.Name != "D" && r.Rows == 0 {
+			t.Errorf("%s via %s moved no rows", r.Name, r.Via)
+		}
+	}
+	for _, want := range []string{"D/sql", "raw-1/sql", "raw-100/sql", "P1/core", "P1/http", "P10/core", "P100/http",
+		"P100-1/core", "C10/core", "C100/http", "F5/core", "S/core"} {
+		if !names[want] {
+			t.Errorf("no result for %s", want)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back bench.Report
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Results) != len(rep.Results) {
+		t.Fatalf("results.json: %v", err)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "results.svg"))
+	if err != nil || !strings.Contains(string(svg), "<svg") || !strings.Contains(string(svg), "P100") {
+		t.Fatalf("chart: %v", err)
+	}
+	if !strings.Contains(out.String(), "Targets (SPEC §7)") {
+		t.Fatalf("no targets section in the table:\n%s", out.String())
+	}
+}
