@@ -1,0 +1,127 @@
+package queenstack
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// newDatabase defines the PostgreSQL server: private, encrypted, IAM authentication on,
+// automated backups on, master credentials generated into Secrets Manager.
+func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
+	creds := awsrds.Credentials_FromGeneratedSecret(jsii.String(p.MasterUser), &awsrds.CredentialsBaseOptions{})
+	protect := jsii.Bool(p.RemovalPolicy == awscdk.RemovalPolicy_RETAIN)
+	sgs := &[]awsec2.ISecurityGroup{n.DatabaseSG}
+
+	var d Database
+	switch p.Engine {
+	case EngineAurora:
+		c := awsrds.NewDatabaseCluster(s, jsii.String("Database"), &awsrds.DatabaseClusterProps{
+			Engine: awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
+				Version: awsrds.AuroraPostgresEngineVersion_VER_17_7(),
+			}),
+			Writer: awsrds.ClusterInstance_ServerlessV2(jsii.String("writer"), &awsrds.ServerlessV2ClusterInstanceProps{
+				PubliclyAccessible:      jsii.Bool(false),
+				AutoMinorVersionUpgrade: jsii.Bool(true),
+			}),
+			ServerlessV2MinCapacity: jsii.Number(p.AuroraMinCapacity),
+			ServerlessV2MaxCapacity: jsii.Number(p.AuroraMaxCapacity),
+			Vpc:                     n.Vpc,
+			VpcSubnets:              n.DatabaseSubnets,
+			SecurityGroups:          sgs,
+			Credentials:             creds,
+			DefaultDatabaseName:     jsii.String(p.DatabaseName),
+			IamAuthentication:       jsii.Bool(true),
+			StorageEncrypted:        jsii.Bool(true),
+			Backup:                  &awsrds.BackupProps{Retention: awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays))},
+			CopyTagsToSnapshot:      jsii.Bool(true),
+			DeletionProtection:      protect,
+			RemovalPolicy:           p.RemovalPolicy,
+		})
+		d = Database{
+			Construct:   c,
+			Resource:    c.Node().DefaultChild().(awscdk.CfnResource),
+			ResourceID:  c.ClusterResourceIdentifier(),
+			Host:        c.ClusterEndpoint().Hostname(),
+			Secret:      c.Secret(),
+			Target:      awsrds.ProxyTarget_FromCluster(c),
+			CPU:         c.MetricCPUUtilization(nil),
+			Connections: c.MetricDatabaseConnections(nil),
+		}
+	default:
+		i := awsrds.NewDatabaseInstance(s, jsii.String("Database"), &awsrds.DatabaseInstanceProps{
+			Engine: awsrds.DatabaseInstanceEngine_Postgres(&awsrds.PostgresInstanceEngineProps{
+				// Major version only: RDS picks the current minor and upgrades it.
+				Version: awsrds.PostgresEngineVersion_VER_17(),
+			}),
+			InstanceType:            awsec2.NewInstanceType(jsii.String(p.InstanceType)),
+			Vpc:                     n.Vpc,
+			VpcSubnets:              n.DatabaseSubnets,
+			SecurityGroups:          sgs,
+			Credentials:             creds,
+			DatabaseName:            jsii.String(p.DatabaseName),
+			IamAuthentication:       jsii.Bool(true),
+			StorageEncrypted:        jsii.Bool(true),
+			PubliclyAccessible:      jsii.Bool(false),
+			MultiAz:                 jsii.Bool(p.MultiAZ),
+			StorageType:             awsrds.StorageType_GP3,
+			AllocatedStorage:        jsii.Number(p.AllocatedStorageGiB),
+			MaxAllocatedStorage:     jsii.Number(p.MaxAllocatedStorageGiB),
+			BackupRetention:         awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays)),
+			AutoMinorVersionUpgrade: jsii.Bool(true),
+			CopyTagsToSnapshot:      jsii.Bool(true),
+			DeletionProtection:      protect,
+			RemovalPolicy:           p.RemovalPolicy,
+		})
+		d = Database{
+			Construct:   i,
+			Resource:    i.Node().DefaultChild().(awscdk.CfnResource),
+			ResourceID:  i.InstanceResourceId(),
+			Host:        i.InstanceEndpoint().Hostname(),
+			Secret:      i.Secret(),
+			Target:      awsrds.ProxyTarget_FromInstance(i),
+			CPU:         i.MetricCPUUtilization(nil),
+			Connections: i.MetricDatabaseConnections(nil),
+		}
+	}
+	d.Secret.ApplyRemovalPolicy(removal(p))
+	return &d
+}
+
+// newProxy defines the RDS Proxy with end-to-end IAM authentication (clients and the
+// proxy itself log in with IAM tokens, no secrets) and TLS required. Its role may
+// connect to the database as the application user only.
+func newProxy(s awscdk.Stack, p Props, n *Network, d *Database) awsrds.DatabaseProxy {
+	role := awsiam.NewRole(s, jsii.String("ProxyRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("rds.amazonaws.com"), nil),
+		Description: jsii.String("RDS Proxy: IAM login to the database as the Queen application user"),
+	})
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("rds-db:connect"),
+		Resources: jsii.Strings(*dbUserArn(s, d.ResourceID, p.AppUser)),
+	}))
+	proxy := awsrds.NewDatabaseProxy(s, jsii.String("Proxy"), &awsrds.DatabaseProxyProps{
+		ProxyTarget:       d.Target,
+		Vpc:               n.Vpc,
+		VpcSubnets:        n.DatabaseSubnets,
+		SecurityGroups:    &[]awsec2.ISecurityGroup{n.ProxySG},
+		DefaultAuthScheme: awsrds.DefaultAuthScheme_IAM_AUTH,
+		IamAuth:           jsii.Bool(true),
+		RequireTLS:        jsii.Bool(true),
+		Role:              role,
+		DebugLogging:      jsii.Bool(false),
+	})
+	return proxy
+}
+
+// dbUserArn is arn:aws:rds-db:<region>:<account>:dbuser:<resourceID>/<user>.
+func dbUserArn(s awscdk.Stack, resourceID *string, user string) *string {
+	return s.FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("rds-db"),
+		Resource:     jsii.String("dbuser"),
+		ResourceName: jsii.String(*resourceID + "/" + user),
+		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+}

@@ -1,0 +1,21 @@
+// Package queenstack defines the AWS CDK stack of Queen Serverless: one env-agnostic
+// CloudFormation stack that needs no AWS account to synthesize.
+//
+// The request path is
+//
+//	caller ──HTTPS──▶ HTTP API (IAM or JWT authorizer, throttled, access-logged)
+//	       ──▶ push | pop | ack | dlq | admin  (Lambda, arm64, provided.al2023, in the VPC)
+//	       ──IAM token, TLS──▶ RDS Proxy (end-to-end IAM auth, TLS required)
+//	       ──IAM──▶ PostgreSQL (RDS instance or Aurora Serverless v2, encrypted, private)
+//
+// and beside it: the reaper on an EventBridge schedule, an optional SQS ingest queue
+// feeding push with partial-batch responses, and a custom resource that invokes the
+// migrate function on every create and update, before the API, the schedule and the
+// ingest mapping exist. Migrate is the only function that reads the master secret; it
+// connects directly to the database (the proxy only admits IAM logins of roles granted
+// rds_iam, which migrate is the one to create).
+//
+// The VPC has isolated subnets only (no NAT, no internet gateway). Security groups allow
+// functions → proxy → database on 5432, migrate → database on 5432 and migrate → the
+// Secrets Manager interface endpoint on 443, and nothing else.
+package queenstack

@@ -1,0 +1,125 @@
+package queenstack
+
+import (
+	"path/filepath"
+	"strconv"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Environment variable names the functions read. None of them ever holds a secret.
+const (
+	EnvDBHost              = "QUEEN_DB_HOST"
+	EnvDBPort              = "QUEEN_DB_PORT"
+	EnvDBName              = "QUEEN_DB_NAME"
+	EnvDBUser              = "QUEEN_DB_USER"
+	EnvDBIAMAuth           = "QUEEN_DB_IAM_AUTH"
+	EnvDBSSLMode           = "QUEEN_DB_SSLMODE"
+	EnvDBSecretARN         = "QUEEN_DB_SECRET_ARN"
+	EnvMaxWaitMS           = "QUEEN_MAX_WAIT_MS"
+	EnvLogLevel            = "QUEEN_LOG_LEVEL"
+	EnvDefaultQueue        = "QUEEN_DEFAULT_QUEUE"
+	EnvDefaultPartition    = "QUEEN_DEFAULT_PARTITION"
+	EnvEventPartitionField = "QUEEN_EVENT_PARTITION_FIELD"
+)
+
+var functionDescriptions = map[string]string{
+	"push":    "Queen push: POST /api/v1/push, SQS/SNS/EventBridge events, direct invoke",
+	"pop":     "Queen pop: pop (long poll) and lease extend",
+	"ack":     "Queen ack: ack, ack batch, transaction",
+	"dlq":     "Queen dead-letter queue: list, get, delete, retry",
+	"admin":   "Queen admin: configure, queues, consumer groups, browse, health",
+	"reaper":  "Queen reaper: one bounded maintenance pass per schedule tick",
+	"migrate": "Queen migrate: applies schema migrations at deploy time (custom resource)",
+}
+
+// newFunctions defines every function from its `make build` asset: arm64,
+// provided.al2023, handler bootstrap, in the function subnets, with its own log group.
+// All but migrate log in to the proxy as the application user with an IAM token.
+func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds.DatabaseProxy) map[string]awslambda.Function {
+	common := map[string]string{
+		EnvDBHost:    *proxy.Endpoint(),
+		EnvDBPort:    strconv.Itoa(DefaultDBPort),
+		EnvDBName:    p.DatabaseName,
+		EnvDBUser:    p.AppUser,
+		EnvDBIAMAuth: "true",
+		EnvDBSSLMode: "require",
+		EnvMaxWaitMS: strconv.FormatFloat(p.MaxWaitMS, 'f', -1, 64),
+		EnvLogLevel:  p.LogLevel,
+	}
+	timeouts := map[string]float64{
+		"push": p.FunctionTimeoutSec, "pop": p.PopTimeoutSec, "ack": p.FunctionTimeoutSec,
+		"dlq": p.FunctionTimeoutSec, "admin": p.FunctionTimeoutSec,
+		"reaper": p.ReaperTimeoutSec, "migrate": p.MigrateTimeoutSec,
+	}
+
+	fns := make(map[string]awslambda.Function, len(FunctionNames))
+	for _, name := range FunctionNames {
+		env := make(map[string]string, len(common)+3)
+		for k, v := range common {
+			env[k] = v
+		}
+		sg := n.FunctionsSG
+		switch name {
+		case "push":
+			env[EnvDefaultQueue] = p.EventQueue
+			env[EnvDefaultPartition] = p.EventPartition
+			if p.EventPartitionField != "" {
+				env[EnvEventPartitionField] = p.EventPartitionField
+			}
+		case "migrate":
+			// Migrate logs in directly to the database as the master user with the
+			// password it reads from the secret at run time, creates the schema and
+			// the application role (granted rds_iam), then exits.
+			env[EnvDBHost] = *d.Host
+			env[EnvDBIAMAuth] = "false"
+			env[EnvDBSecretARN] = *d.Secret.SecretArn()
+			sg = n.MigrateSG
+		}
+		fns[name] = newFunction(s, p, n, name, timeouts[name], sg, env)
+	}
+
+	for _, name := range FunctionNames {
+		if name != "migrate" {
+			proxy.GrantConnect(fns[name], jsii.String(p.AppUser))
+		}
+	}
+	// Only migrate may read the master secret, and only GetSecretValue on that one.
+	fns["migrate"].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
+		Resources: jsii.Strings(*d.Secret.SecretArn()),
+	}))
+	return fns
+}
+
+func newFunction(s awscdk.Stack, p Props, n *Network, name string, timeoutSec float64, sg awsec2.ISecurityGroup, env map[string]string) awslambda.Function {
+	id := upperFirst(name)
+	logs := awslogs.NewLogGroup(s, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     retentionDays[p.LogRetentionDays],
+		RemovalPolicy: removal(p),
+	})
+	envp := make(map[string]*string, len(env))
+	for k, v := range env {
+		envp[k] = jsii.String(v)
+	}
+	return awslambda.NewFunction(s, jsii.String(id+"Function"), &awslambda.FunctionProps{
+		Description:    jsii.String(functionDescriptions[name]),
+		Runtime:        awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:   awslambda.Architecture_ARM_64(),
+		Handler:        jsii.String("bootstrap"),
+		Code:           awslambda.Code_FromAsset(jsii.String(filepath.Join(p.AssetsDir, name)), nil),
+		MemorySize:     jsii.Number(p.FunctionMemoryMB),
+		Timeout:        awscdk.Duration_Seconds(jsii.Number(timeoutSec)),
+		Environment:    &envp,
+		Vpc:            n.Vpc,
+		VpcSubnets:     n.FunctionSubnets,
+		SecurityGroups: &[]awsec2.ISecurityGroup{sg},
+		LogGroup:       logs,
+	})
+}

@@ -1,0 +1,83 @@
+package queenstack
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+)
+
+func TestWithDefaults(t *testing.T) {
+	p := Props{}.WithDefaults()
+	if p.AssetsDir != DefaultAssetsDir || p.Engine != EngineInstance || p.Authorizer != AuthorizerIAM ||
+		p.ReaperRateMinutes != 1 || !p.Ingest() || p.RemovalPolicy != awscdk.RemovalPolicy_SNAPSHOT ||
+		p.AppUser != "queen_app" || p.DatabaseName != "queen" || p.MaxWaitMS != 20000 || p.PopTimeoutSec != 29 {
+		t.Errorf("defaults not applied: %+v", p)
+	}
+	off := false
+	if (Props{IngestQueue: &off}).WithDefaults().Ingest() {
+		t.Errorf("an explicit IngestQueue=false was overridden")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Props{AssetsDir: assetsDir}.WithDefaults()
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("defaults with assets: %v", err)
+	}
+	cases := map[string]struct {
+		mutate func(*Props)
+		want   string
+	}{
+		"jwt without issuer":    {func(p *Props) { p.Authorizer = AuthorizerJWT; p.JWTAudience = []string{"a"} }, "jwtIssuer"},
+		"jwt http issuer":       {func(p *Props) { p.Authorizer = AuthorizerJWT; p.JWTIssuer = "http://x"; p.JWTAudience = []string{"a"} }, "jwtIssuer"},
+		"jwt without audience":  {func(p *Props) { p.Authorizer = AuthorizerJWT; p.JWTIssuer = "https://x/" }, "jwtAudience"},
+		"unknown authorizer":    {func(p *Props) { p.Authorizer = "basic" }, "authorizer"},
+		"unknown engine":        {func(p *Props) { p.Engine = "mysql" }, "engine"},
+		"pop shorter than wait": {func(p *Props) { p.PopTimeoutSec = 20 }, "popTimeoutSec"},
+		"pop at gateway limit":  {func(p *Props) { p.PopTimeoutSec = 30 }, "popTimeoutSec"},
+		"reaper overlaps":       {func(p *Props) { p.ReaperTimeoutSec = 60 }, "reaperTimeoutSec"},
+		"fractional rate":       {func(p *Props) { p.ReaperRateMinutes = 1.5 }, "reaperRateMinutes"},
+		"bad retention":         {func(p *Props) { p.LogRetentionDays = 31 }, "logRetentionDays"},
+		"no backups":            {func(p *Props) { p.BackupRetentionDays = 40 }, "backupRetentionDays"},
+		"bad removal":           {func(p *Props) { p.RemovalPolicy = "KEEP" }, "removalPolicy"},
+		"sql in user":           {func(p *Props) { p.AppUser = "app; drop" }, "appUser"},
+		"same users":            {func(p *Props) { p.AppUser = p.MasterUser }, "must differ"},
+		"missing assets":        {func(p *Props) { p.AssetsDir = t.TempDir() }, "run `make build`"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := ok
+			c.mutate(&p)
+			err := p.Validate()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate() = %v, want an error about %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestPropsFromContext(t *testing.T) {
+	ctx := map[string]any{
+		"assetsDir": "/tmp/a", "engine": "Aurora", "authorizer": "JWT", "jwtIssuer": "https://i/",
+		"jwtAudience": "a, b,", "reaperRateMinutes": "5", "ingestQueue": "false", "removalPolicy": "destroy",
+		"functionMemoryMb": 512.0, "multiAz": true, "groupLagThreshold": "250",
+	}
+	p, err := PropsFromContext(func(k string) any { return ctx[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.AssetsDir != "/tmp/a" || p.Engine != EngineAurora || p.Authorizer != AuthorizerJWT || p.JWTIssuer != "https://i/" ||
+		strings.Join(p.JWTAudience, "|") != "a|b" || p.ReaperRateMinutes != 5 || p.Ingest() ||
+		p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY || p.FunctionMemoryMB != 512 || !p.MultiAZ || p.GroupLagThreshold != 250 {
+		t.Errorf("parsed %+v", p)
+	}
+	if _, err := PropsFromContext(func(k string) any { return map[string]any{"reaperRateMinutes": "often", "ingestQueue": "maybe"}[k] }); err == nil ||
+		!strings.Contains(err.Error(), "reaperRateMinutes") || !strings.Contains(err.Error(), "ingestQueue") {
+		t.Errorf("bad values: err %v", err)
+	}
+	empty, err := PropsFromContext(func(string) any { return nil })
+	if err != nil || empty.IngestQueue != nil || empty.Engine != "" {
+		t.Errorf("no context: %+v, %v", empty, err)
+	}
+}

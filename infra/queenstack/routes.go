@@ -1,0 +1,42 @@
+package queenstack
+
+// Route maps one HTTP API route (SPEC §4) to the function that serves it.
+type Route struct {
+	Method   string
+	Path     string
+	Function string
+}
+
+// Key is the API Gateway route key, e.g. "POST /api/v1/push".
+func (r Route) Key() string { return r.Method + " " + r.Path }
+
+// Routes is every route of the HTTP API. The functions receive API Gateway payload
+// format 2.0 events; RouteKey names the matched route and RawPath the request path.
+var Routes = []Route{
+	{"POST", "/api/v1/push", "push"},
+
+	{"GET", "/api/v1/pop/queue/{queue}", "pop"},
+	{"GET", "/api/v1/pop/queue/{queue}/partition/{partition}", "pop"},
+	{"POST", "/api/v1/lease/{leaseId}/extend", "pop"},
+
+	{"POST", "/api/v1/ack", "ack"},
+	{"POST", "/api/v1/ack/batch", "ack"},
+	{"POST", "/api/v1/transaction", "ack"},
+
+	{"GET", "/api/v1/dlq", "dlq"},
+	{"GET", "/api/v1/messages/{partitionId}/{transactionId}", "dlq"},
+	{"DELETE", "/api/v1/messages/{partitionId}/{transactionId}", "dlq"},
+	{"POST", "/api/v1/messages/{partitionId}/{transactionId}/retry", "dlq"},
+
+	{"POST", "/api/v1/configure", "admin"},
+	{"GET", "/api/v1/resources/queues", "admin"},
+	{"GET", "/api/v1/resources/queues/{queue}", "admin"},
+	{"DELETE", "/api/v1/resources/queues/{queue}", "admin"},
+	{"GET", "/api/v1/consumer-groups", "admin"},
+	{"GET", "/api/v1/consumer-groups/{group}", "admin"},
+	{"DELETE", "/api/v1/consumer-groups/{group}", "admin"},
+	{"DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", "admin"},
+	{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", "admin"},
+	{"GET", "/api/v1/messages", "admin"},
+	{"GET", "/health", "admin"},
+}

@@ -1,0 +1,137 @@
+package queenstack
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Stack is the synthesized Queen stack with handles on the parts tests and outputs
+// refer to.
+type Stack struct {
+	awscdk.Stack
+
+	// Props are the effective properties (defaults applied).
+	Props Props
+
+	Network  *Network
+	Database *Database
+	Proxy    awsrds.DatabaseProxy
+	// Functions by name (FunctionNames).
+	Functions map[string]awslambda.Function
+	// Migration is the custom resource that runs the migrate function.
+	Migration  awscdk.CustomResource
+	API        awsapigatewayv2.HttpApi
+	Stage      awsapigatewayv2.HttpStage
+	ReaperRule awsevents.Rule
+	// IngestQueue and IngestDLQ are nil when the ingest queue is disabled.
+	IngestQueue awssqs.Queue
+	IngestDLQ   awssqs.Queue
+	AlarmTopic  awssns.Topic
+	Alarms      []awscloudwatch.Alarm
+	Dashboard   awscloudwatch.Dashboard
+}
+
+// Network is the VPC and the security groups of each tier.
+type Network struct {
+	Vpc awsec2.Vpc
+	// DatabaseSubnets hold the database and the proxy; FunctionSubnets the functions
+	// and the Secrets Manager endpoint. Both are isolated (no route out of the VPC).
+	DatabaseSubnets *awsec2.SubnetSelection
+	FunctionSubnets *awsec2.SubnetSelection
+
+	FunctionsSG awsec2.SecurityGroup
+	MigrateSG   awsec2.SecurityGroup
+	ProxySG     awsec2.SecurityGroup
+	DatabaseSG  awsec2.SecurityGroup
+	EndpointSG  awsec2.SecurityGroup
+
+	SecretsEndpoint awsec2.InterfaceVpcEndpoint
+}
+
+// Database is the PostgreSQL server behind the proxy, either engine.
+type Database struct {
+	// Construct is the DatabaseInstance or DatabaseCluster.
+	Construct constructs.Construct
+	// Resource is its CloudFormation resource (AWS::RDS::DBInstance or DBCluster).
+	Resource awscdk.CfnResource
+	// ResourceID is the DbiResourceId / DbClusterResourceId used in rds-db ARNs.
+	ResourceID *string
+	// Host is the direct endpoint address, used by migrate only.
+	Host   *string
+	Secret awssecretsmanager.ISecret
+	Target awsrds.ProxyTarget
+	// CPU and Connections are the server's CloudWatch metrics.
+	CPU         awscloudwatch.IMetric
+	Connections awscloudwatch.IMetric
+}
+
+// New validates props, applies defaults and defines the stack in scope. The stack is
+// env-agnostic unless stackProps sets Env; it performs no context lookups.
+func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, props Props) (*Stack, error) {
+	p := props.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("queen stack props: %w", err)
+	}
+	if stackProps == nil {
+		stackProps = &awscdk.StackProps{}
+	}
+	if stackProps.Description == nil {
+		stackProps.Description = jsii.String("Queen Serverless: partitioned message queue on Lambda, API Gateway and PostgreSQL")
+	}
+	s := &Stack{Stack: awscdk.NewStack(scope, jsii.String(id), stackProps), Props: p}
+	awscdk.Tags_Of(s.Stack).Add(jsii.String("project"), jsii.String("queen-serverless"), nil)
+
+	s.Network = newNetwork(s.Stack)
+	s.Database = newDatabase(s.Stack, p, s.Network)
+	s.Proxy = newProxy(s.Stack, p, s.Network, s.Database)
+	s.Functions = newFunctions(s.Stack, p, s.Network, s.Database, s.Proxy)
+	s.Migration = newMigration(s.Stack, p, s)
+	s.API, s.Stage = newAPI(s.Stack, p, s.Functions)
+	s.ReaperRule = newReaperSchedule(s.Stack, p, s.Functions["reaper"])
+	if p.Ingest() {
+		s.IngestQueue, s.IngestDLQ = newIngest(s.Stack, p, s.Functions["push"], s.Migration)
+	}
+	// Nothing reaches the database before the schema exists.
+	s.API.Node().AddDependency(s.Migration)
+	s.ReaperRule.Node().AddDependency(s.Migration)
+
+	s.AlarmTopic, s.Alarms, s.Dashboard = newMonitoring(s.Stack, p, s)
+	s.outputs()
+	return s, nil
+}
+
+func (s *Stack) outputs() {
+	out := func(id, value, desc string) {
+		awscdk.NewCfnOutput(s.Stack, jsii.String(id), &awscdk.CfnOutputProps{Value: jsii.String(value), Description: jsii.String(desc)})
+	}
+	out("ApiUrl", *s.Stage.Url(), "Base URL of the Queen HTTP API ("+string(s.Props.Authorizer)+" auth)")
+	if s.IngestQueue != nil {
+		out("IngestQueueUrl", *s.IngestQueue.QueueUrl(), "SQS queue whose messages the push function ingests")
+		out("IngestDeadLetterQueueUrl", *s.IngestDLQ.QueueUrl(), "Ingest messages that failed IngestMaxReceiveCount times")
+	}
+	out("AlarmTopicArn", *s.AlarmTopic.TopicArn(), "SNS topic of every alarm; subscribe to be notified")
+	out("DashboardName", *s.Dashboard.DashboardName(), "CloudWatch dashboard")
+	out("ProxyEndpoint", *s.Proxy.Endpoint(), "RDS Proxy endpoint the functions connect to")
+	out("DatabaseSecretArn", *s.Database.Secret.SecretArn(), "Master credentials (ARN only; read by the migrate function)")
+}
+
+// removal returns the removal policy for stateful resources other than the database:
+// kept with RETAIN, deleted otherwise (SNAPSHOT applies to the database only).
+func removal(p Props) awscdk.RemovalPolicy {
+	if p.RemovalPolicy == awscdk.RemovalPolicy_RETAIN {
+		return awscdk.RemovalPolicy_RETAIN
+	}
+	return awscdk.RemovalPolicy_DESTROY
+}

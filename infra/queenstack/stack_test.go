@@ -1,0 +1,737 @@
+package queenstack
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// wantRoutes is SPEC §4 as agreed with the functions, written out independently of
+// Routes so that a wrong entry there fails here.
+var wantRoutes = map[string]string{
+	"POST /api/v1/push": "push",
+
+	"GET /api/v1/pop/queue/{queue}":                       "pop",
+	"GET /api/v1/pop/queue/{queue}/partition/{partition}": "pop",
+	"POST /api/v1/lease/{leaseId}/extend":                 "pop",
+
+	"POST /api/v1/ack":         "ack",
+	"POST /api/v1/ack/batch":   "ack",
+	"POST /api/v1/transaction": "ack",
+
+	"GET /api/v1/dlq": "dlq",
+	"GET /api/v1/messages/{partitionId}/{transactionId}":        "dlq",
+	"DELETE /api/v1/messages/{partitionId}/{transactionId}":     "dlq",
+	"POST /api/v1/messages/{partitionId}/{transactionId}/retry": "dlq",
+
+	"POST /api/v1/configure":                                   "admin",
+	"GET /api/v1/resources/queues":                             "admin",
+	"GET /api/v1/resources/queues/{queue}":                     "admin",
+	"DELETE /api/v1/resources/queues/{queue}":                  "admin",
+	"GET /api/v1/consumer-groups":                              "admin",
+	"GET /api/v1/consumer-groups/{group}":                      "admin",
+	"DELETE /api/v1/consumer-groups/{group}":                   "admin",
+	"DELETE /api/v1/consumer-groups/{group}/queues/{queue}":    "admin",
+	"POST /api/v1/consumer-groups/{group}/queues/{queue}/seek": "admin",
+	"GET /api/v1/messages":                                     "admin",
+	"GET /health":                                              "admin",
+}
+
+func TestEveryRouteWiredToItsFunction(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		fnIDs := s.functionIDs()
+		integrations := s.resources("AWS::ApiGatewayV2::Integration")
+		routes := map[string]map[string]any{}
+		for _, r := range s.resources("AWS::ApiGatewayV2::Route") {
+			key := props(r)["RouteKey"].(string)
+			if _, dup := routes[key]; dup {
+				t.Errorf("route %q defined twice", key)
+			}
+			routes[key] = r
+		}
+		for key := range routes {
+			if _, ok := wantRoutes[key]; !ok {
+				t.Errorf("unexpected route %q", key)
+			}
+		}
+		for key, fn := range wantRoutes {
+			want := struct{ key, function string }{key, fn}
+			r, ok := routes[want.key]
+			if !ok {
+				t.Errorf("route %q missing", want.key)
+				continue
+			}
+			target := toJSON(t, props(r)["Target"])
+			m := regexp.MustCompile(`"integrations/",\{"Ref":"([^"]+)"\}`).FindStringSubmatch(target)
+			if m == nil {
+				t.Errorf("route %q: target %s is not an integration", want.key, target)
+				continue
+			}
+			in, ok := integrations[m[1]]
+			if !ok {
+				t.Errorf("route %q: integration %s not in template", want.key, m[1])
+				continue
+			}
+			ip := props(in)
+			got := fnIDs[getAtt(ip["IntegrationUri"], "Arn")]
+			if got != want.function {
+				t.Errorf("route %q goes to function %q, want %q", want.key, got, want.function)
+			}
+			if ip["IntegrationType"] != "AWS_PROXY" || ip["PayloadFormatVersion"] != "2.0" {
+				t.Errorf("route %q: integration %v/%v, want AWS_PROXY payload 2.0", want.key, ip["IntegrationType"], ip["PayloadFormatVersion"])
+			}
+		}
+		// API Gateway may invoke exactly the functions that serve routes.
+		invokable := map[string]bool{}
+		for _, perm := range s.resources("AWS::Lambda::Permission") {
+			p := props(perm)
+			if p["Principal"] == "apigateway.amazonaws.com" {
+				invokable[fnIDs[getAtt(p["FunctionName"], "Arn")]] = true
+				if !strings.Contains(toJSON(t, p["SourceArn"]), s.id(s.stack.API)) {
+					t.Errorf("API invoke permission not scoped to the API: %s", toJSON(t, p["SourceArn"]))
+				}
+			}
+		}
+		for _, name := range []string{"push", "pop", "ack", "dlq", "admin"} {
+			if !invokable[name] {
+				t.Errorf("API Gateway has no permission to invoke %s", name)
+			}
+		}
+		if invokable["migrate"] || invokable["reaper"] {
+			t.Errorf("API Gateway may invoke migrate or reaper")
+		}
+	})
+}
+
+func TestFunctionsAreArm64ProvidedAL2023(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		fnIDs := s.functionIDs()
+		if len(fnIDs) != len(FunctionNames) {
+			t.Fatalf("stack has %d functions, want %d", len(fnIDs), len(FunctionNames))
+		}
+		codeKeys := map[string]string{}
+		for id, r := range s.resources("AWS::Lambda::Function") {
+			p := props(r)
+			name, ours := fnIDs[id]
+			if !ours {
+				// Only CDK's own provider functions (migration framework, default
+				// security group restriction) may exist beside ours.
+				if rt, _ := p["Runtime"].(string); !strings.HasPrefix(rt, "nodejs") || p["VpcConfig"] != nil {
+					t.Errorf("unexpected function %s (runtime %v)", id, p["Runtime"])
+				}
+				continue
+			}
+			if p["Runtime"] != "provided.al2023" {
+				t.Errorf("%s: runtime %v, want provided.al2023", name, p["Runtime"])
+			}
+			if !equal(p["Architectures"], []any{"arm64"}) {
+				t.Errorf("%s: architectures %v, want [arm64]", name, p["Architectures"])
+			}
+			if p["Handler"] != "bootstrap" {
+				t.Errorf("%s: handler %v, want bootstrap", name, p["Handler"])
+			}
+			if p["VpcConfig"] == nil {
+				t.Errorf("%s: not in the VPC", name)
+			}
+			key := toJSON(t, path(p, "Code", "S3Key"))
+			if other, dup := codeKeys[key]; dup {
+				t.Errorf("%s and %s share one code asset; each needs its own build/lambda/<name>", name, other)
+			}
+			codeKeys[key] = name
+		}
+	})
+}
+
+func TestFunctionTimeoutsFitTheAPI(t *testing.T) {
+	s := defaults.get(t)
+	timeout := func(name string) float64 {
+		r := s.resources("AWS::Lambda::Function")[s.id(s.stack.Functions[name])]
+		return props(r)["Timeout"].(float64)
+	}
+	if got := timeout("pop"); got*1000 <= DefaultMaxWaitMS || got >= APIGatewayTimeoutSec {
+		t.Errorf("pop timeout %v s: must exceed QUEEN_MAX_WAIT_MS (%d ms) and stay below %d s", got, DefaultMaxWaitMS, APIGatewayTimeoutSec)
+	}
+	for _, name := range []string{"push", "ack", "dlq", "admin"} {
+		if got := timeout(name); got >= APIGatewayTimeoutSec {
+			t.Errorf("%s timeout %v s reaches API Gateway's limit", name, got)
+		}
+	}
+	if got := timeout("reaper"); got >= DefaultReaperRateMinutes*60 {
+		t.Errorf("reaper timeout %v s overlaps the next tick", got)
+	}
+}
+
+func TestProxyRequiresIAMAuthAndTLS(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		id, proxy := s.one(t, "AWS::RDS::DBProxy")
+		if id != s.id(s.stack.Proxy) {
+			t.Fatalf("proxy logical id %s, want %s", id, s.id(s.stack.Proxy))
+		}
+		p := props(proxy)
+		if p["RequireTLS"] != true {
+			t.Errorf("RequireTLS = %v, want true", p["RequireTLS"])
+		}
+		if p["DefaultAuthScheme"] != "IAM_AUTH" {
+			t.Errorf("DefaultAuthScheme = %v, want IAM_AUTH (end-to-end IAM)", p["DefaultAuthScheme"])
+		}
+		if p["EngineFamily"] != "POSTGRESQL" {
+			t.Errorf("EngineFamily = %v", p["EngineFamily"])
+		}
+		for _, a := range asList(p["Auth"]) {
+			if path(a, "IAMAuth") != "REQUIRED" {
+				t.Errorf("proxy auth entry without IAM required: %s", toJSON(t, a))
+			}
+		}
+		// The proxy's role may log in to the database as the application user only.
+		role := getAtt(p["RoleArn"], "Arn")
+		var found bool
+		for _, pol := range s.resources("AWS::IAM::Policy") {
+			if !contains(refsOf(props(pol)["Roles"]), role) {
+				continue
+			}
+			for _, st := range asList(path(props(pol), "PolicyDocument", "Statement")) {
+				res := toJSON(t, path(st, "Resource"))
+				if contains(asStrings(path(st, "Action")), "rds-db:connect") &&
+					strings.Contains(res, s.id(s.stack.Database.Resource)) && strings.Contains(res, ":dbuser:") &&
+					strings.Contains(res, `"/queen_app"`) {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Errorf("proxy role lacks rds-db:connect on the database's dbuser/queen_app")
+		}
+	})
+}
+
+func refsOf(v any) []string {
+	var out []string
+	for _, x := range asList(v) {
+		if r := ref(x); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestDatabaseIsPrivateEncryptedAndBackedUp(t *testing.T) {
+	t.Run("instance", func(t *testing.T) {
+		s := defaults.get(t)
+		id, db := s.one(t, "AWS::RDS::DBInstance")
+		p := props(db)
+		for k, want := range map[string]any{
+			"PubliclyAccessible": false, "StorageEncrypted": true, "EnableIAMDatabaseAuthentication": true,
+			"Engine": "postgres", "DBName": DefaultDatabaseName, "DeletionProtection": false,
+		} {
+			if !equal(p[k], want) {
+				t.Errorf("DBInstance %s = %v, want %v", k, p[k], want)
+			}
+		}
+		if v, _ := p["EngineVersion"].(string); !regexp.MustCompile(`^1[6-9]`).MatchString(v) {
+			t.Errorf("EngineVersion %q, want PostgreSQL 16+", v)
+		}
+		if n, _ := p["BackupRetentionPeriod"].(float64); n < 1 {
+			t.Errorf("backups off: BackupRetentionPeriod %v", p["BackupRetentionPeriod"])
+		}
+		if db["DeletionPolicy"] != "Snapshot" {
+			t.Errorf("default DeletionPolicy %v, want Snapshot", db["DeletionPolicy"])
+		}
+		if id != s.id(s.stack.Database.Resource) {
+			t.Errorf("database logical id %s, want %s", id, s.id(s.stack.Database.Resource))
+		}
+		if !strings.Contains(toJSON(t, p["MasterUserPassword"]), "resolve:secretsmanager") {
+			t.Errorf("master password is not taken from Secrets Manager: %s", toJSON(t, p["MasterUserPassword"]))
+		}
+		subnetsAreDatabaseSubnets(t, s)
+	})
+	t.Run("aurora", func(t *testing.T) {
+		s := custom.get(t)
+		_, cluster := s.one(t, "AWS::RDS::DBCluster")
+		p := props(cluster)
+		for k, want := range map[string]any{
+			"StorageEncrypted": true, "EnableIAMDatabaseAuthentication": true, "Engine": "aurora-postgresql",
+			"DatabaseName": DefaultDatabaseName, "DeletionProtection": true,
+		} {
+			if !equal(p[k], want) {
+				t.Errorf("DBCluster %s = %v, want %v", k, p[k], want)
+			}
+		}
+		if n, _ := p["BackupRetentionPeriod"].(float64); n < 1 {
+			t.Errorf("backups off: BackupRetentionPeriod %v", p["BackupRetentionPeriod"])
+		}
+		if path(p, "ServerlessV2ScalingConfiguration", "MinCapacity") != DefaultAuroraMinCapacity {
+			t.Errorf("ServerlessV2ScalingConfiguration %v", p["ServerlessV2ScalingConfiguration"])
+		}
+		if cluster["DeletionPolicy"] != "Retain" {
+			t.Errorf("RETAIN variant: DeletionPolicy %v", cluster["DeletionPolicy"])
+		}
+		for _, inst := range s.resources("AWS::RDS::DBInstance") {
+			ip := props(inst)
+			if ip["PubliclyAccessible"] != false || ip["DBInstanceClass"] != "db.serverless" {
+				t.Errorf("Aurora instance: PubliclyAccessible %v class %v", ip["PubliclyAccessible"], ip["DBInstanceClass"])
+			}
+		}
+		subnetsAreDatabaseSubnets(t, s)
+	})
+}
+
+// subnetsAreDatabaseSubnets checks the DB subnet group uses the isolated database subnets.
+func subnetsAreDatabaseSubnets(t *testing.T, s *synthesized) {
+	t.Helper()
+	_, group := s.one(t, "AWS::RDS::DBSubnetGroup")
+	for _, id := range refsOf(props(group)["SubnetIds"]) {
+		if !strings.Contains(id, "database") {
+			t.Errorf("database subnet group uses subnet %s", id)
+		}
+	}
+}
+
+func TestNetworkHasNoNATAndNoInternetRoute(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		for _, typ := range []string{"AWS::EC2::NatGateway", "AWS::EC2::InternetGateway", "AWS::EC2::EIP", "AWS::EC2::VPCGatewayAttachment", "AWS::EC2::EgressOnlyInternetGateway"} {
+			if n := len(s.resources(typ)); n != 0 {
+				t.Errorf("%d %s in the template, want none", n, typ)
+			}
+		}
+		if n := len(s.resources("AWS::EC2::Route")); n != 0 {
+			t.Errorf("%d routes out of the VPC, want none (isolated subnets)", n)
+		}
+		for id, sn := range s.resources("AWS::EC2::Subnet") {
+			if props(sn)["MapPublicIpOnLaunch"] == true {
+				t.Errorf("subnet %s maps public IPs", id)
+			}
+		}
+	})
+}
+
+func TestSecurityGroupsAllowOnlyFunctionsToProxyToDatabase(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		n := s.stack.Network
+		sgName := map[string]string{
+			s.id(n.FunctionsSG): "functions", s.id(n.MigrateSG): "migrate", s.id(n.ProxySG): "proxy",
+			s.id(n.DatabaseSG): "database", s.id(n.EndpointSG): "endpoint",
+		}
+		got := map[string]bool{}
+		for _, r := range s.resources("AWS::EC2::SecurityGroupIngress") {
+			p := props(r)
+			if p["CidrIp"] != nil || p["CidrIpv6"] != nil {
+				t.Errorf("ingress from an address range: %s", toJSON(t, p))
+			}
+			from, to := sgName[getAtt(p["SourceSecurityGroupId"], "GroupId")], sgName[getAtt(p["GroupId"], "GroupId")]
+			got[fmt.Sprintf("%s->%s:%s", from, to, port(p["FromPort"]))] = true
+		}
+		want := map[string]bool{
+			"functions->proxy:5432": true, "proxy->database:5432": true,
+			"migrate->database:5432": true, "migrate->endpoint:443": true,
+		}
+		if !equal(got, want) {
+			t.Errorf("ingress rules %v, want exactly %v", keys(got), keys(want))
+		}
+		for id, sg := range s.resources("AWS::EC2::SecurityGroup") {
+			if _, ours := sgName[id]; !ours {
+				continue
+			}
+			p := props(sg)
+			if p["SecurityGroupIngress"] != nil {
+				t.Errorf("%s has inline ingress %s", sgName[id], toJSON(t, p["SecurityGroupIngress"]))
+			}
+			if strings.Contains(toJSON(t, p["SecurityGroupEgress"]), "0.0.0.0/0") {
+				t.Errorf("%s allows all outbound traffic", sgName[id])
+			}
+		}
+	})
+}
+
+// port renders a port that is a number or the database's Endpoint.Port attribute.
+func port(v any) string {
+	if f, ok := v.(float64); ok {
+		return fmt.Sprint(f)
+	}
+	if getAtt(v, "Endpoint.Port") != "" {
+		return "5432"
+	}
+	return fmt.Sprint(v)
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestNoWildcardResourceForDatabaseOrSecretAccess(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		roleOf := map[string]string{} // role logical id -> function name
+		for name, fn := range s.stack.Functions {
+			roleOf[s.id(fn.Role())] = name
+		}
+		proxyID := s.id(s.stack.Proxy)
+		connectors := map[string]bool{}
+		readers := map[string]bool{}
+		for id, pol := range s.resources("AWS::IAM::Policy") {
+			p := props(pol)
+			for _, st := range asList(path(p, "PolicyDocument", "Statement")) {
+				actions := asStrings(path(st, "Action"))
+				var db, secret bool
+				for _, a := range actions {
+					a = strings.ToLower(a)
+					db = db || hasPrefixFold(a, "rds-db:") || a == "*" || a == "rds:*"
+					secret = secret || hasPrefixFold(a, "secretsmanager:")
+				}
+				if !db && !secret {
+					continue
+				}
+				if path(st, "NotResource") != nil {
+					t.Errorf("%s: NotResource on %v", id, actions)
+				}
+				for _, a := range actions {
+					if strings.Contains(a, "*") {
+						t.Errorf("%s: wildcard action %q", id, a)
+					}
+				}
+				res := path(st, "Resource")
+				for _, lit := range literals(res) {
+					if strings.Contains(lit, "*") {
+						t.Errorf("%s: %v on a wildcard resource %s", id, actions, toJSON(t, res))
+					}
+				}
+				for _, role := range refsOf(p["Roles"]) {
+					if name, ok := roleOf[role]; ok {
+						if db {
+							connectors[name] = true
+							// Functions log in through the proxy: dbuser:<proxy resource id>/queen_app.
+							js := toJSON(t, res)
+							if !strings.Contains(js, proxyID) || !strings.Contains(js, `"/queen_app"`) {
+								t.Errorf("%s: rds-db:connect on %s, want the proxy's dbuser/queen_app", name, js)
+							}
+						}
+						if secret {
+							readers[name] = true
+							if !equal(actions, []string{"secretsmanager:GetSecretValue"}) {
+								t.Errorf("%s: secret actions %v, want GetSecretValue only", name, actions)
+							}
+							if r := ref(res); r != s.id(s.stack.Database.Secret) && !strings.Contains(r, "SecretAttachment") {
+								t.Errorf("%s: reads secret %s, want the database secret", name, toJSON(t, res))
+							}
+						}
+					}
+				}
+			}
+		}
+		for _, name := range []string{"push", "pop", "ack", "dlq", "admin", "reaper"} {
+			if !connectors[name] {
+				t.Errorf("%s cannot rds-db:connect", name)
+			}
+		}
+		if connectors["migrate"] {
+			t.Errorf("migrate has rds-db:connect; it logs in with the master password")
+		}
+		if !equal(readers, map[string]bool{"migrate": true}) {
+			t.Errorf("functions that may read secrets: %v, want migrate only", keys(readers))
+		}
+	})
+}
+
+func TestNoSecretValueInFunctionEnvironment(t *testing.T) {
+	secretish := regexp.MustCompile(`(?i)password|passwd|secretstring|token|private`)
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		fnIDs := s.functionIDs()
+		secretIDs := map[string]bool{}
+		for id := range s.resources("AWS::SecretsManager::Secret") {
+			secretIDs[id] = true
+		}
+		for id := range s.resources("AWS::SecretsManager::SecretTargetAttachment") {
+			secretIDs[id] = true
+		}
+		for id, r := range s.resources("AWS::Lambda::Function") {
+			vars, _ := path(props(r), "Environment", "Variables").(map[string]any)
+			for k, v := range vars {
+				js := toJSON(t, v)
+				if strings.Contains(js, "resolve:secretsmanager") || strings.Contains(js, "resolve:ssm-secure") || secretish.MatchString(k) || secretish.MatchString(js) {
+					t.Errorf("%s: environment %s=%s looks like a secret", id, k, js)
+				}
+				if getAtt(v, "SecretString") != "" {
+					t.Errorf("%s: %s holds a secret value", id, k)
+				}
+				if secretIDs[ref(v)] && !(k == EnvDBSecretARN && fnIDs[id] == "migrate") {
+					t.Errorf("%s: %s names the secret; only migrate's %s may", id, k, EnvDBSecretARN)
+				}
+			}
+			if name := fnIDs[id]; name != "" {
+				if name == "migrate" {
+					if !secretIDs[ref(vars[EnvDBSecretARN])] {
+						t.Errorf("migrate: %s = %s, want the secret's ARN", EnvDBSecretARN, toJSON(t, vars[EnvDBSecretARN]))
+					}
+				} else if getAtt(vars[EnvDBHost], "Endpoint") != s.id(s.stack.Proxy) {
+					t.Errorf("%s: %s = %s, want the proxy endpoint", name, EnvDBHost, toJSON(t, vars[EnvDBHost]))
+				}
+				for k, want := range map[string]string{EnvDBPort: "5432", EnvDBName: "queen", EnvDBUser: "queen_app", EnvDBSSLMode: "require", EnvMaxWaitMS: "20000", EnvLogLevel: "info"} {
+					if vars[k] != want {
+						t.Errorf("%s: %s = %v, want %q", name, k, vars[k], want)
+					}
+				}
+				if name != "migrate" && vars[EnvDBIAMAuth] != "true" {
+					t.Errorf("%s: %s = %v, want true", name, EnvDBIAMAuth, vars[EnvDBIAMAuth])
+				}
+			}
+		}
+	})
+}
+
+func TestReaperScheduledAtConfiguredRate(t *testing.T) {
+	for name, want := range map[string]string{"defaults": "rate(1 minute)", "custom": "rate(5 minutes)"} {
+		t.Run(name, func(t *testing.T) {
+			s := variants[name].get(t)
+			_, rule := s.one(t, "AWS::Events::Rule")
+			p := props(rule)
+			if p["ScheduleExpression"] != want {
+				t.Errorf("ScheduleExpression %v, want %q", p["ScheduleExpression"], want)
+			}
+			if p["State"] != "ENABLED" {
+				t.Errorf("rule state %v", p["State"])
+			}
+			targets := asList(p["Targets"])
+			if len(targets) != 1 || getAtt(path(targets[0], "Arn"), "Arn") != s.id(s.stack.Functions["reaper"]) {
+				t.Errorf("rule targets %s, want the reaper function", toJSON(t, targets))
+			}
+		})
+	}
+}
+
+func TestMigrationRunsAfterDatabaseAndProxyAndBeforeTraffic(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		id, cr := s.one(t, MigrationResourceType)
+		deps := dependsOn(cr)
+		for what, dep := range map[string]string{
+			"database": s.id(s.stack.Database.Resource), "proxy": s.id(s.stack.Proxy),
+			"migrate function": s.id(s.stack.Functions["migrate"]), "secrets endpoint": s.id(s.stack.Network.SecretsEndpoint),
+		} {
+			if !contains(deps, dep) {
+				t.Errorf("migration does not depend on the %s (%s); DependsOn %v", what, dep, deps)
+			}
+		}
+		var targetGroup bool
+		for tg := range s.resources("AWS::RDS::DBProxyTargetGroup") {
+			targetGroup = targetGroup || contains(deps, tg)
+		}
+		if !targetGroup {
+			t.Errorf("migration does not wait for the proxy's target registration")
+		}
+
+		// The service token is the provider framework, whose onEvent is migrate.
+		p := props(cr)
+		framework := s.resources("AWS::Lambda::Function")[getAtt(p["ServiceToken"], "Arn")]
+		if getAtt(path(props(framework), "Environment", "Variables", "USER_ON_EVENT_FUNCTION_ARN"), "Arn") != s.id(s.stack.Functions["migrate"]) {
+			t.Errorf("migration provider does not invoke the migrate function")
+		}
+		sum, err := os.ReadFile(filepath.Join(assetsDir, "migrate", "bootstrap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256(sum)
+		if p["MigrateCodeSha256"] != hex.EncodeToString(h[:]) {
+			t.Errorf("MigrateCodeSha256 %v does not track the migrate binary", p["MigrateCodeSha256"])
+		}
+		if nonce := s.stack.Props.MigrationNonce; nonce != "" && p["DeployNonce"] != nonce {
+			t.Errorf("DeployNonce %v, want %q (re-run on every deploy)", p["DeployNonce"], nonce)
+		} else if nonce == "" && p["DeployNonce"] != nil {
+			t.Errorf("DeployNonce %v without a nonce", p["DeployNonce"])
+		}
+
+		// Nothing that sends traffic to the database exists before the migration.
+		for _, typ := range []string{"AWS::ApiGatewayV2::Api", "AWS::ApiGatewayV2::Route", "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Stage", "AWS::Events::Rule", "AWS::Lambda::EventSourceMapping"} {
+			for rid, r := range s.resources(typ) {
+				if !contains(dependsOn(r), id) {
+					t.Errorf("%s %s does not depend on the migration", typ, rid)
+				}
+			}
+		}
+	})
+}
+
+func TestAlarmsAndDashboard(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		topic := s.id(s.stack.AlarmTopic)
+		type key struct{ ns, metric, dim string }
+		alarms := map[key]map[string]any{}
+		for id, a := range s.resources("AWS::CloudWatch::Alarm") {
+			p := props(a)
+			if !contains(refsOf(p["AlarmActions"]), topic) {
+				t.Errorf("alarm %s does not notify the alarm topic", id)
+			}
+			var dim string
+			for _, d := range asList(p["Dimensions"]) {
+				dim += toJSON(t, path(d, "Value"))
+			}
+			alarms[key{fmt.Sprint(p["Namespace"]), fmt.Sprint(p["MetricName"]), dim}] = p
+		}
+		th := s.stack.Props
+		check := func(k key, threshold float64) {
+			t.Helper()
+			p, ok := alarms[k]
+			if !ok {
+				t.Errorf("no alarm on %s/%s %s", k.ns, k.metric, k.dim)
+				return
+			}
+			if p["Threshold"] != threshold || p["ComparisonOperator"] != "GreaterThanThreshold" {
+				t.Errorf("alarm %s: %v %v, want > %v", k.metric, p["ComparisonOperator"], p["Threshold"], threshold)
+			}
+		}
+		check(key{MetricsNamespace, MetricDLQDepth, ""}, th.DLQDepthThreshold)
+		check(key{MetricsNamespace, MetricMaxGroupLag, ""}, th.GroupLagThreshold)
+		check(key{"AWS/RDS", MetricProxyPinned, fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.Proxy))}, 0)
+		for _, name := range servingFunctions {
+			fn := fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.Functions[name]))
+			check(key{"AWS/Lambda", "Errors", fn}, 0)
+			check(key{"AWS/Lambda", "Throttles", fn}, 0)
+		}
+		if s.stack.Props.Ingest() {
+			check(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", fmt.Sprintf(`{"Fn::GetAtt":["%s","QueueName"]}`, s.id(s.stack.IngestDLQ))}, 0)
+		}
+
+		_, dash := s.one(t, "AWS::CloudWatch::Dashboard")
+		body := toJSON(t, props(dash)["DashboardBody"])
+		for _, want := range []string{MetricDLQDepth, MetricMaxGroupLag, MetricProxyPinned, "AWS/ApiGateway", "CPUUtilization", "alarms"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("dashboard does not show %s", want)
+			}
+		}
+	})
+}
+
+func TestAuthorizerVariants(t *testing.T) {
+	t.Run("iam", func(t *testing.T) {
+		s := defaults.get(t)
+		if n := len(s.resources("AWS::ApiGatewayV2::Authorizer")); n != 0 {
+			t.Errorf("IAM variant has %d authorizer resources", n)
+		}
+		for id, r := range s.resources("AWS::ApiGatewayV2::Route") {
+			if props(r)["AuthorizationType"] != "AWS_IAM" {
+				t.Errorf("route %s (%v): AuthorizationType %v, want AWS_IAM", id, props(r)["RouteKey"], props(r)["AuthorizationType"])
+			}
+		}
+	})
+	t.Run("jwt", func(t *testing.T) {
+		s := custom.get(t)
+		authID, auth := s.one(t, "AWS::ApiGatewayV2::Authorizer")
+		p := props(auth)
+		if p["AuthorizerType"] != "JWT" || path(p, "JwtConfiguration", "Issuer") != "https://issuer.example.com/" ||
+			!equal(path(p, "JwtConfiguration", "Audience"), []any{"queen-api", "queen-cli"}) {
+			t.Errorf("JWT authorizer %s", toJSON(t, p))
+		}
+		if !equal(p["IdentitySource"], []any{"$request.header.Authorization"}) {
+			t.Errorf("JWT identity source %v", p["IdentitySource"])
+		}
+		for id, r := range s.resources("AWS::ApiGatewayV2::Route") {
+			rp := props(r)
+			if rp["AuthorizationType"] != "JWT" || ref(rp["AuthorizerId"]) != authID {
+				t.Errorf("route %s (%v): %v %v, want the JWT authorizer", id, rp["RouteKey"], rp["AuthorizationType"], rp["AuthorizerId"])
+			}
+		}
+	})
+}
+
+func TestAPIStageThrottledAndAccessLogged(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		_, stage := s.one(t, "AWS::ApiGatewayV2::Stage")
+		p := props(stage)
+		if p["StageName"] != "$default" || p["AutoDeploy"] != true {
+			t.Errorf("stage %v autoDeploy %v", p["StageName"], p["AutoDeploy"])
+		}
+		if path(p, "DefaultRouteSettings", "ThrottlingRateLimit") != float64(DefaultThrottleRateLimit) ||
+			path(p, "DefaultRouteSettings", "ThrottlingBurstLimit") != float64(DefaultThrottleBurstLimit) {
+			t.Errorf("throttling %s", toJSON(t, p["DefaultRouteSettings"]))
+		}
+		logs := getAtt(path(p, "AccessLogSettings", "DestinationArn"), "Arn")
+		if _, ok := s.resources("AWS::Logs::LogGroup")[logs]; !ok {
+			t.Errorf("access logs go to %v, not a log group of the stack", logs)
+		}
+		if f, _ := path(p, "AccessLogSettings", "Format").(string); !strings.Contains(f, "$context.requestId") || !strings.Contains(f, "$context.status") {
+			t.Errorf("access log format %q", f)
+		}
+	})
+}
+
+func TestLogsRetained(t *testing.T) {
+	for name, days := range map[string]float64{"defaults": DefaultLogRetentionDays, "custom": 90} {
+		t.Run(name, func(t *testing.T) {
+			s := variants[name].get(t)
+			groups := s.resources("AWS::Logs::LogGroup")
+			for fname, fn := range s.stack.Functions {
+				r := s.resources("AWS::Lambda::Function")[s.id(fn)]
+				g, ok := groups[ref(path(props(r), "LoggingConfig", "LogGroup"))]
+				if !ok {
+					t.Errorf("%s: no log group of the stack", fname)
+					continue
+				}
+				if props(g)["RetentionInDays"] != days {
+					t.Errorf("%s: retention %v days, want %v", fname, props(g)["RetentionInDays"], days)
+				}
+			}
+		})
+	}
+}
+
+func TestIngestQueue(t *testing.T) {
+	t.Run("on", func(t *testing.T) {
+		s := defaults.get(t)
+		queues := s.resources("AWS::SQS::Queue")
+		q, ok := queues[s.id(s.stack.IngestQueue)]
+		if !ok || len(queues) != 2 {
+			t.Fatalf("want the ingest queue and its DLQ, got %d queues", len(queues))
+		}
+		p := props(q)
+		if getAtt(path(p, "RedrivePolicy", "deadLetterTargetArn"), "Arn") != s.id(s.stack.IngestDLQ) ||
+			path(p, "RedrivePolicy", "maxReceiveCount") != float64(DefaultIngestMaxReceiveCount) {
+			t.Errorf("redrive policy %s", toJSON(t, p["RedrivePolicy"]))
+		}
+		if vt, _ := p["VisibilityTimeout"].(float64); vt < 6*DefaultFunctionTimeoutSec {
+			t.Errorf("visibility timeout %v below 6x the push timeout", p["VisibilityTimeout"])
+		}
+		_, m := s.one(t, "AWS::Lambda::EventSourceMapping")
+		mp := props(m)
+		if ref(mp["FunctionName"]) != s.id(s.stack.Functions["push"]) || getAtt(mp["EventSourceArn"], "Arn") != s.id(s.stack.IngestQueue) {
+			t.Errorf("mapping %s, want ingest queue → push", toJSON(t, mp))
+		}
+		if !equal(mp["FunctionResponseTypes"], []any{"ReportBatchItemFailures"}) {
+			t.Errorf("mapping without partial batch responses: %v", mp["FunctionResponseTypes"])
+		}
+		if _, ok := path(s.json, "Outputs", "IngestQueueUrl").(map[string]any); !ok {
+			t.Errorf("no IngestQueueUrl output")
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		s := custom.get(t)
+		if n := len(s.resources("AWS::SQS::Queue")) + len(s.resources("AWS::Lambda::EventSourceMapping")); n != 0 {
+			t.Errorf("ingest disabled but %d queue/mapping resources", n)
+		}
+		if path(s.json, "Outputs", "IngestQueueUrl") != nil {
+			t.Errorf("ingest disabled but IngestQueueUrl output present")
+		}
+	})
+}
+
+func TestOutputsAndEnvAgnostic(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		url := toJSON(t, path(s.json, "Outputs", "ApiUrl", "Value"))
+		if !strings.Contains(url, s.id(s.stack.API)) || !strings.Contains(url, "execute-api") {
+			t.Errorf("ApiUrl output %s", url)
+		}
+		for _, o := range []string{"AlarmTopicArn", "DashboardName", "ProxyEndpoint", "DatabaseSecretArn"} {
+			if path(s.json, "Outputs", o) == nil {
+				t.Errorf("output %s missing", o)
+			}
+		}
+		// Env-agnostic: no account or region literal anywhere.
+		if m := regexp.MustCompile(`\b\d{12}\b|"(us|eu|ap|sa|ca|me|af)-[a-z]+-\d"`).FindString(toJSON(t, s.json)); m != "" {
+			t.Errorf("template hard-codes %s", m)
+		}
+	})
+}
