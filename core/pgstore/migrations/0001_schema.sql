@@ -38,8 +38,10 @@ CREATE TABLE queen.partitions (
 
 -- One row per push per partition: offsets base_offset .. base_offset+n-1.
 -- payloads holds each message's JSON text exactly as pushed.
+-- The hot tables (segments, dedup, ready) carry no foreign keys: a push
+-- writes them under the partition's lock, and deletes remove them explicitly.
 CREATE TABLE queen.segments (
-    partition_id uuid        NOT NULL REFERENCES queen.partitions (id) ON DELETE CASCADE,
+    partition_id uuid        NOT NULL,
     base_offset  bigint      NOT NULL,
     created_at   timestamptz NOT NULL,
     txids        text[]      NOT NULL,
@@ -50,7 +52,7 @@ CREATE TABLE queen.segments (
 
 -- Exact, windowed dedup keys (invariant 4). Pruned by the reaper.
 CREATE TABLE queen.dedup (
-    partition_id   uuid        NOT NULL REFERENCES queen.partitions (id) ON DELETE CASCADE,
+    partition_id   uuid        NOT NULL,
     transaction_id text        NOT NULL,
     msg_offset     bigint      NOT NULL,
     created_at     timestamptz NOT NULL,
@@ -100,9 +102,9 @@ CREATE INDEX consumers_group ON queen.consumers (group_name, queue_id);
 -- pop never looks at idle or fully consumed partitions.
 CREATE SEQUENCE queen.ready_order;
 CREATE TABLE queen.ready (
-    queue_id     bigint NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+    queue_id     bigint NOT NULL,
     group_name   text   NOT NULL,
-    partition_id uuid   NOT NULL REFERENCES queen.partitions (id) ON DELETE CASCADE,
+    partition_id uuid   NOT NULL,
     order_key    bigint NOT NULL,
     version      bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (queue_id, group_name, partition_id)

@@ -1,7 +1,2 @@
--- $1 queue name. Dead letters are kept: they survive the log.
-WITH d AS (
-    DELETE FROM queen.queues WHERE name = $1 RETURNING 1
-), s AS (
-    DELETE FROM queen.subscriptions WHERE queue_name = $1 RETURNING 1
-)
-SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM s)
+-- $1 queue name
+SELECT CASE WHEN queen.delete_queue($1) THEN 1 ELSE 0 END::bigint

@@ -7,7 +7,10 @@
 -- Lock order, everywhere: consumers rows (sorted by partition id, group) →
 -- queue-name advisory locks (sorted) → queues rows (sorted by name) →
 -- partitions rows (sorted by queue name, partition name) → ready rows.
--- Pops only ever take locks with SKIP LOCKED, so they never wait.
+-- Pops take row locks only with SKIP LOCKED, so they never wait on them.
+-- Pushes lock queues and partitions FOR NO KEY UPDATE, which does not
+-- conflict with the FOR KEY SHARE that foreign-key checks take (a pop
+-- creating a consumers row checks its partition), so those never wait either.
 
 -- A message's id is derived from its address, so it costs no storage.
 CREATE OR REPLACE FUNCTION queen.message_id(p_pid uuid, p_off bigint)
@@ -39,51 +42,59 @@ $$;
 -- (validated and completed by the caller) and returns one result per item,
 -- in input order. All or nothing.
 CREATE OR REPLACE FUNCTION queen._push(p_items json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    v_ts   timestamptz;
-    v_pids uuid[];
-    v_res  json;
-    v_full text;
-    v_q    text;
+    v_ts    timestamptz;
+    v_qn    text[];     -- distinct (queue, partition) pairs in lock order
+    v_pn    text[];
+    v_queues text[];
+    v_pids  uuid[];
+    v_res   json;
+    v_full  text;
+    n       int;
 BEGIN
-    FOR v_q IN
-        SELECT s.name FROM (SELECT DISTINCT i->>'queue' AS name FROM json_array_elements(p_items) i) s
-        ORDER BY s.name COLLATE "C"
-    LOOP
-        PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(v_q));
+    -- Every statement below finds rows through scalar subqueries or = ANY on
+    -- a key, so its cost does not depend on how many queues, partitions or
+    -- dedup keys exist.
+    SELECT array_agg(u.qn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
+           array_agg(u.pn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C")
+    INTO v_qn, v_pn
+    FROM (SELECT DISTINCT i->>'queue' AS qn, i->>'partition' AS pn FROM json_array_elements(p_items) i) u;
+    SELECT array_agg(q ORDER BY q COLLATE "C") INTO v_queues FROM (SELECT DISTINCT q FROM unnest(v_qn) q) d;
+
+    FOR n IN 1 .. cardinality(v_queues) LOOP
+        PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(v_queues[n]));
     END LOOP;
 
     INSERT INTO queen.queues (name, created_at, updated_at)
-    SELECT s.name, coalesce(p_now, now()), coalesce(p_now, now())
-    FROM (SELECT DISTINCT i->>'queue' AS name FROM json_array_elements(p_items) i) s
-    WHERE NOT EXISTS (SELECT 1 FROM queen.queues x WHERE x.name = s.name)
-    ORDER BY s.name COLLATE "C"
+    SELECT q, coalesce(p_now, now()), coalesce(p_now, now())
+    FROM unnest(v_queues) q
+    WHERE (SELECT x.id FROM queen.queues x WHERE x.name = q) IS NULL
     ON CONFLICT (name) DO NOTHING;
 
     -- Capped queues: hold the queue row so the size check below is exact.
     PERFORM 1 FROM queen.queues x
-    WHERE x.max_size > 0
-      AND x.name IN (SELECT i->>'queue' FROM json_array_elements(p_items) i)
+    WHERE x.name = ANY (v_queues) AND x.max_size > 0
     ORDER BY x.name COLLATE "C"
-    FOR UPDATE;
+    FOR NO KEY UPDATE;
 
     INSERT INTO queen.partitions (id, queue_id, name, created_at)
-    SELECT gen_random_uuid(), x.id, s.pname, coalesce(p_now, now())
-    FROM (SELECT DISTINCT i->>'queue' AS qname, i->>'partition' AS pname
-          FROM json_array_elements(p_items) i) s
-    JOIN queen.queues x ON x.name = s.qname
-    WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.queue_id = x.id AND p.name = s.pname)
-    ORDER BY s.qname COLLATE "C", s.pname COLLATE "C"
+    SELECT gen_random_uuid(), (SELECT x.id FROM queen.queues x WHERE x.name = u.qn), u.pn, coalesce(p_now, now())
+    FROM unnest(v_qn, v_pn) AS u(qn, pn)
+    WHERE (SELECT p.id FROM queen.partitions p
+           WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) IS NULL
     ON CONFLICT (queue_id, name) DO NOTHING;
 
-    SELECT array_agg(l.id) INTO v_pids FROM (
-        SELECT p.id
-        FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
-        WHERE (x.name, p.name) IN (SELECT i->>'queue', i->>'partition' FROM json_array_elements(p_items) i)
-        ORDER BY x.name COLLATE "C", p.name COLLATE "C"
-        FOR UPDATE OF p
-    ) l;
+    SELECT array_agg((SELECT p.id FROM queen.partitions p
+                      WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn)
+                     ORDER BY u.o)
+    INTO v_pids
+    FROM unnest(v_qn, v_pn) WITH ORDINALITY AS u(qn, pn, o);
+
+    -- Lock the partitions in one fixed order: concurrent pushes never deadlock.
+    FOR n IN 1 .. cardinality(v_pids) LOOP
+        PERFORM 1 FROM queen.partitions WHERE id = v_pids[n] FOR NO KEY UPDATE;
+    END LOOP;
 
     -- Stamped while the partition locks are held: created_at is monotone
     -- per partition in commit order.
@@ -107,10 +118,12 @@ BEGIN
         FROM items it JOIN parts pa ON pa.qname = it.qname AND pa.pname = it.pname
     ),
     k AS (
-        SELECT j.*, d.msg_offset AS seen_offset
-        FROM j LEFT JOIN queen.dedup d
-          ON j.dedup_window > 0 AND d.partition_id = j.pid AND d.transaction_id = j.txid
-         AND d.created_at > j.ts - make_interval(secs => j.dedup_window)
+        SELECT j.*,
+               CASE WHEN j.dedup_window > 0 THEN
+                   (SELECT d.msg_offset FROM queen.dedup d
+                    WHERE d.partition_id = j.pid AND d.transaction_id = j.txid
+                      AND d.created_at > j.ts - make_interval(secs => j.dedup_window)) END AS seen_offset
+        FROM j
     ),
     fresh AS (
         SELECT k.pid, k.queue_id, k.idx, k.txid, k.payload, k.trace_id, k.ts, k.dedup_window,
@@ -127,7 +140,7 @@ BEGIN
     upd AS (
         UPDATE queen.partitions p SET last_offset = f.last, last_pushed_at = f.ts
         FROM (SELECT pid, max(off) AS last, min(ts) AS ts FROM fresh GROUP BY pid) f
-        WHERE p.id = f.pid
+        WHERE p.id = f.pid AND p.id = ANY (v_pids)
     ),
     dd AS (
         INSERT INTO queen.dedup (partition_id, transaction_id, msg_offset, created_at)
@@ -139,9 +152,8 @@ BEGIN
     rdy AS (
         INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
         SELECT f.queue_id, s.group_name, f.pid, nextval('queen.ready_order')
-        FROM (SELECT DISTINCT pid, queue_id FROM fresh) f
-        JOIN queen.queues x ON x.id = f.queue_id
-        JOIN queen.subscriptions s ON s.queue_name = x.name
+        FROM (SELECT DISTINCT pid, queue_id, qname FROM fresh JOIN parts USING (pid, queue_id)) f
+        JOIN queen.subscriptions s ON s.queue_name = f.qname
         ORDER BY f.queue_id, s.group_name, f.pid
         ON CONFLICT (queue_id, group_name, partition_id) DO UPDATE SET version = queen.ready.version + 1
     )
@@ -164,8 +176,7 @@ BEGIN
 
     SELECT x.name INTO v_full
     FROM queen.queues x
-    WHERE x.max_size > 0
-      AND x.name IN (SELECT i->>'queue' FROM json_array_elements(p_items) i)
+    WHERE x.name = ANY (v_queues) AND x.max_size > 0
       AND queen.queue_depth(x.id) > x.max_size
     LIMIT 1;
     IF v_full IS NOT NULL THEN
@@ -188,7 +199,7 @@ $$;
 -- the message no longer exists (removed by retention).
 CREATE OR REPLACE FUNCTION queen._dead_letter(p_pid uuid, p_group text, p_off bigint,
                                                p_error text, p_attempts int, p_now timestamptz)
-RETURNS boolean LANGUAGE plpgsql AS $fn$
+RETURNS boolean LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 BEGIN
     INSERT INTO queen.dlq (queue_name, partition_name, partition_id, msg_offset, message_id,
                            transaction_id, payload, trace_id, consumer_group, error, attempts,
@@ -214,7 +225,7 @@ $fn$;
 -- otherwise the head is delivered alone next time. Returns 'expired' or
 -- 'dead-lettered'.
 CREATE OR REPLACE FUNCTION queen._expire(p_pid uuid, p_group text, p_now timestamptz)
-RETURNS text LANGUAGE plpgsql AS $fn$
+RETURNS text LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     cr      queen.consumers;
     v_limit int;
@@ -250,7 +261,7 @@ $fn$;
 -- messages it should read.
 CREATE OR REPLACE FUNCTION queen._subscribe(p_queue text, p_group text, p_mode text,
                                              p_from timestamptz, p_now timestamptz)
-RETURNS queen.subscriptions LANGUAGE plpgsql AS $fn$
+RETURNS queen.subscriptions LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     s queen.subscriptions;
 BEGIN
@@ -293,7 +304,7 @@ $$;
 -- _ensure_consumer creates the (partition, group) cursor if missing.
 CREATE OR REPLACE FUNCTION queen._ensure_consumer(p_pid uuid, p_queue_id bigint, p_group text,
                                                    p_from timestamptz, p_now timestamptz)
-RETURNS void LANGUAGE plpgsql AS $fn$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_start bigint;
 BEGIN
@@ -316,7 +327,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION queen._claim(q queen.queues, s queen.subscriptions, p_pid uuid,
                                          p_pname text, p_group text, p_budget int, p_lease uuid,
                                          p_auto boolean, p_worker text, p_now timestamptz)
-RETURNS queen.claim LANGUAGE plpgsql AS $fn$
+RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     cr     queen.consumers;
     r      queen.claim;
@@ -427,7 +438,7 @@ $fn$;
 -- partitions under one lease id, sharing the batch budget).
 -- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker}
 CREATE OR REPLACE FUNCTION queen.pop(p_req json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now     timestamptz := coalesce(p_now, clock_timestamp());
     v_queue   text := p_req->>'queue';
@@ -510,7 +521,7 @@ $fn$;
 -- then at recent history below the cursor and the undelivered tail.
 CREATE OR REPLACE FUNCTION queen._find_offset(p_pid uuid, p_txid text, p_committed bigint,
                                                p_delivered bigint)
-RETURNS bigint LANGUAGE plpgsql STABLE AS $fn$
+RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_off bigint;
     v_seg bigint;
@@ -555,7 +566,7 @@ $fn$;
 -- dlq by the caller). Returns {ok, results}. When any item is invalid
 -- nothing is written and ok is false.
 CREATE OR REPLACE FUNCTION queen._ack(p_items json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now    timestamptz := coalesce(p_now, clock_timestamp());
     v_items  queen.ack_item[];
@@ -739,7 +750,7 @@ $$;
 -- transact applies acks and pushes atomically. Required leases must be live.
 CREATE OR REPLACE FUNCTION queen.transact(p_acks json, p_items json, p_leases uuid[],
                                            p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now   timestamptz := coalesce(p_now, clock_timestamp());
     v_lease uuid;
@@ -771,7 +782,7 @@ $fn$;
 -- extend_lease pushes out the expiry of every partition lease held under
 -- p_lease. Returns {status: 'ok'|'expired'|'unknown', expiresAt}.
 CREATE OR REPLACE FUNCTION queen.extend_lease(p_lease uuid, p_seconds int, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_exp timestamptz;
@@ -801,7 +812,7 @@ $fn$;
 -- | {timestamp} | {offsets: {partition: nextOffset}}. Clears leases and
 -- attempt counts. Returns {status, partitions: [{partition, committed}]}.
 CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue text, p_target json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     q     queen.queues;
@@ -877,7 +888,7 @@ $fn$;
 -- p_opts (a partial update). Returns the queue row.
 CREATE OR REPLACE FUNCTION queen.configure(p_queue text, p_namespace text, p_task text,
                                             p_opts json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     q     queen.queues;
@@ -912,7 +923,7 @@ $fn$;
 -- is no such dead letter.
 CREATE OR REPLACE FUNCTION queen.dlq_retry(p_pid uuid, p_txid text, p_group text,
                                             p_new_txid text, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     d     queen.dlq;
     v_res json;
@@ -943,7 +954,7 @@ $fn$;
 -- completedRetentionSeconds. At most p_limit rows of each kind. Safe to run
 -- concurrently with itself and with traffic.
 CREATE OR REPLACE FUNCTION queen.reap(p_now timestamptz, p_limit int)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now      timestamptz := coalesce(p_now, clock_timestamp());
     lk         record;
@@ -1011,5 +1022,30 @@ BEGIN
     RETURN json_build_object('leasesExpired', v_expired, 'deadLettered', v_dead,
                              'dedupPruned', v_dedup, 'segmentsRetained', v_retained,
                              'segmentsCompleted', v_complete);
+END
+$fn$;
+
+-- delete_queue drops a queue with its log, cursors and subscriptions.
+-- Dead letters are kept: they survive the log. Returns false when there
+-- was nothing to delete.
+CREATE OR REPLACE FUNCTION queen.delete_queue(p_queue text)
+RETURNS boolean LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_id   bigint;
+    v_subs int;
+BEGIN
+    -- Exclusive against pushes to this queue (they hold it shared).
+    PERFORM pg_advisory_xact_lock(queen.queue_lock_key(p_queue));
+    DELETE FROM queen.subscriptions WHERE queue_name = p_queue;
+    GET DIAGNOSTICS v_subs = ROW_COUNT;
+    SELECT id INTO v_id FROM queen.queues WHERE name = p_queue FOR UPDATE;
+    IF v_id IS NULL THEN
+        RETURN v_subs > 0;
+    END IF;
+    DELETE FROM queen.segments WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = v_id);
+    DELETE FROM queen.dedup WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = v_id);
+    DELETE FROM queen.ready WHERE queue_id = v_id;
+    DELETE FROM queen.queues WHERE id = v_id;  -- cascades to partitions and consumers
+    RETURN true;
 END
 $fn$;
