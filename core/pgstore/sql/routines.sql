@@ -585,11 +585,13 @@ DECLARE
     v_attn   int;
     v_bad    boolean;
 BEGIN
-    PERFORM 1 FROM queen.consumers c
-    WHERE (c.partition_id, c.group_name) IN (
-        SELECT (i->>'partitionId')::uuid, i->>'group' FROM json_array_elements(p_items) i)
-    ORDER BY c.partition_id, c.group_name
-    FOR UPDATE;
+    -- Lock the cursors in one fixed order.
+    FOR u IN
+        SELECT DISTINCT (i->>'partitionId')::uuid AS pid, i->>'group' AS grp
+        FROM json_array_elements(p_items) i ORDER BY 1, 2
+    LOOP
+        PERFORM 1 FROM queen.consumers WHERE partition_id = u.pid AND group_name = u.grp FOR NO KEY UPDATE;
+    END LOOP;
 
     SELECT array_agg(ROW(it.idx, it.pid, it.grp, it.txid, it.status, it.lease, it.err, it.off,
                          CASE
@@ -610,18 +612,47 @@ BEGIN
                          END)::queen.ack_item ORDER BY it.idx)
     INTO v_items
     FROM (
-        SELECT t.ord - 1 AS idx, (t.i->>'partitionId')::uuid AS pid, t.i->>'group' AS grp,
-               t.i->>'transactionId' AS txid, t.i->>'status' AS status,
-               (t.i->>'leaseId')::uuid AS lease, t.i->>'error' AS err,
-               NOT EXISTS (SELECT 1 FROM queen.partitions p
-                           WHERE p.id = (t.i->>'partitionId')::uuid) AS part_missing,
-               c.committed, c.delivered, c.lease_id AS cur_lease, c.lease_expires_at AS expires,
-               CASE WHEN c.committed IS NOT NULL THEN
-                   queen._find_offset((t.i->>'partitionId')::uuid, t.i->>'transactionId',
-                                      c.committed, c.delivered) END AS off
-        FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
-        LEFT JOIN queen.consumers c
-          ON c.partition_id = (t.i->>'partitionId')::uuid AND c.group_name = t.i->>'group'
+        -- Resolve transactionIds to offsets: first among what was delivered
+        -- to the group (one scan of each cursor's window), then elsewhere.
+        WITH itm AS (
+            SELECT t.ord - 1 AS idx, (t.i->>'partitionId')::uuid AS pid, t.i->>'group' AS grp,
+                   t.i->>'transactionId' AS txid, t.i->>'status' AS status,
+                   (t.i->>'leaseId')::uuid AS lease, t.i->>'error' AS err,
+                   NOT EXISTS (SELECT 1 FROM queen.partitions p
+                               WHERE p.id = (t.i->>'partitionId')::uuid) AS part_missing,
+                   c.committed, c.delivered, c.cur_lease, c.expires
+            FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
+            LEFT JOIN LATERAL (
+                SELECT cc.committed, cc.delivered, cc.lease_id AS cur_lease, cc.lease_expires_at AS expires
+                FROM queen.consumers cc
+                WHERE cc.partition_id = (t.i->>'partitionId')::uuid AND cc.group_name = t.i->>'group') c ON true
+        ),
+        units AS (
+            SELECT DISTINCT pid, grp, committed, delivered FROM itm
+            WHERE committed IS NOT NULL AND delivered > committed
+        ),
+        win AS (
+            SELECT wu.pid, wu.grp, sg.base_offset + x.ord - 1 AS off, x.txid
+            FROM units wu
+            CROSS JOIN LATERAL (
+                SELECT s.base_offset, s.txids FROM queen.segments s
+                WHERE s.partition_id = wu.pid
+                  AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.segments s2
+                                                 WHERE s2.partition_id = wu.pid
+                                                   AND s2.base_offset <= wu.committed + 1), 0)
+                  AND s.base_offset <= wu.delivered) sg
+            CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS x(txid, ord)
+            WHERE sg.base_offset + x.ord - 1 > wu.committed AND sg.base_offset + x.ord - 1 <= wu.delivered
+        ),
+        hit AS (
+            SELECT DISTINCT ON (itm.idx) itm.idx, w.off
+            FROM itm JOIN win w ON w.pid = itm.pid AND w.grp = itm.grp AND w.txid = itm.txid
+            ORDER BY itm.idx, w.off
+        )
+        SELECT itm.*,
+               coalesce(hit.off, CASE WHEN itm.committed IS NOT NULL THEN
+                   queen._find_offset(itm.pid, itm.txid, itm.committed, itm.committed) END) AS off
+        FROM itm LEFT JOIN hit ON hit.idx = itm.idx
     ) it;
 
     SELECT bool_or(x.problem IS NOT NULL) INTO v_bad FROM unnest(v_items) x;
