@@ -149,6 +149,9 @@ func TestValidationWritesNothing(t *testing.T) {
 	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{LeaseTime: ptr(0)}}); !errors.Is(err, queen.ErrInvalid) {
 		t.Errorf("configure leaseTime 0: %v", err)
 	}
+	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{EncryptionEnabled: ptr(true)}}); !errors.Is(err, queen.ErrInvalid) {
+		t.Errorf("configure encryptionEnabled: %v, want a clear rejection", err)
+	}
 	for _, table := range []string{"queues", "partitions", "segments", "dedup", "subscriptions"} {
 		if n := count(t, e, "SELECT count(*) FROM queen."+table); n != 0 {
 			t.Errorf("rejected requests wrote %d rows to %s", n, table)

@@ -190,7 +190,8 @@ type QueueOptions struct {
 	MaxSize                   *int64 `json:"maxSize,omitempty"`
 	RetentionSeconds          *int   `json:"retentionSeconds,omitempty"`
 	CompletedRetentionSeconds *int   `json:"completedRetentionSeconds,omitempty"`
-	EncryptionEnabled         *bool  `json:"encryptionEnabled,omitempty"`
+	// EncryptionEnabled: only false is accepted for now (see Validate).
+	EncryptionEnabled *bool `json:"encryptionEnabled,omitempty"`
 	// Priority is accepted for client compatibility and has no effect: the
 	// model has no priorities.
 	Priority *int `json:"priority,omitempty"`
