@@ -110,6 +110,10 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	cfg.ConnConfig.StatementCacheCapacity = 0
 	cfg.ConnConfig.DescriptionCacheCapacity = 0
+	// No liveness ping before use: it would be a second round trip for most
+	// requests of an idle Lambda container. A dead connection fails before
+	// anything is sent and the statement is retried (see Store.call).
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	return cfg, nil
 }
 
@@ -145,7 +149,7 @@ func (s *Store) call(ctx context.Context, op, sql string, out any, args ...any) 
 		if err == nil {
 			return nil
 		}
-		if attempt < s.cfg.DeadlockRetries && isRetryable(err) && ctx.Err() == nil {
+		if attempt < s.cfg.DeadlockRetries && (isRetryable(err) || pgconn.SafeToRetry(err)) && ctx.Err() == nil {
 			s.cfg.Logger.WarnContext(ctx, "retrying after transient error", "op", op, "attempt", attempt+1, "err", err)
 			continue
 		}
@@ -153,6 +157,8 @@ func (s *Store) call(ctx context.Context, op, sql string, out any, args ...any) 
 	}
 }
 
+// isRetryable reports errors after which the statement had no effect and
+// may simply be sent again: deadlock and serialization failures.
 func isRetryable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
