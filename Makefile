@@ -13,11 +13,23 @@ help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36mmake %-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: lint test-go ## run every test (starts its own Postgres unless DATABASE_URL is set)
+test: lint test-go test-infra ## run every test (starts its own Postgres unless DATABASE_URL is set)
 
 .PHONY: test-go
 test-go: ## Go tests of core, functions and cmd against real Postgres
 	$(GO) test -count=1 ./...
+
+.PHONY: test-infra
+test-infra: ## the CDK stack's template assertions (infra/ is its own module)
+	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+.PHONY: synth
+synth: ## CloudFormation template, offline, in infra/cdk.out (uses build/lambda if built, else placeholders)
+	infra/synth.sh
+
+.PHONY: bench
+bench: ## the SPEC §7 benchmark; results in bench-results/
+	$(GO) run ./cmd/queen bench
 
 .PHONY: lint
 lint: ## go vet and gofmt
@@ -25,9 +37,28 @@ lint: ## go vet and gofmt
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Lambda bootstraps: static, stripped, linux/arm64 (provided.al2023), without
+# the legacy RPC mode.
+LAMBDA_DIR   := $(BUILD_DIR)/lambda
+LAMBDA_FLAGS := -trimpath -ldflags "-s -w" -tags lambda.norpc
+
 .PHONY: build
-build: ## the local queen binary in build/
+build: build-lambda build-local ## Lambda bootstraps (build/lambda/<fn>/bootstrap, linux/arm64) and build/queen
+
+.PHONY: build-lambda
+build-lambda: ## only the Lambda bootstraps, with their sizes
+	@for fn in $(FUNCTIONS); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(LAMBDA_DIR)/$$fn/bootstrap ./functions/$$fn || exit 1; \
+	  printf '  %-34s %6.2f MB\n' "$(LAMBDA_DIR)/$$fn/bootstrap" "$$(stat -c %s $(LAMBDA_DIR)/$$fn/bootstrap | awk '{print $$1/1000000}')"; \
+	done
+
+.PHONY: build-local
+build-local: ## only the local queen binary, build/queen
 	$(GO) build -trimpath -o $(BUILD_DIR)/queen ./cmd/queen
+
+.PHONY: run
+run: build-local ## the local server on :6632 (embedded PostgreSQL in .queen/pgdata unless DATABASE_URL is set)
+	@exec ./$(BUILD_DIR)/queen serve
 
 .PHONY: clean
 clean: ## remove build output

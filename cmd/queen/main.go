@@ -1,5 +1,6 @@
-// Command queen is the operator's binary: schema migrations today, the
-// local server and the benchmark harness as they land.
+// Command queen is the operator's binary: the local server (every route of
+// the HTTP API and the reaper, on DATABASE_URL or an embedded PostgreSQL)
+// and schema migrations.
 package main
 
 import (
@@ -13,8 +14,19 @@ import (
 const usage = `queen — Queen Serverless, a partitioned message queue on PostgreSQL
 
 Usage:
+  queen serve       run the HTTP API (every route) and the reaper on
+                    $QUEEN_PORT (default 6632); without $DATABASE_URL on an
+                    embedded PostgreSQL with its data in .queen/pgdata
+                    (flags: -host, -data-dir, -no-migrate; see queen serve -h)
   queen migrate     apply the schema migrations to $DATABASE_URL
+  queen bench       run the SPEC §7 benchmark in a database of its own (on
+                    $DATABASE_URL's server, else a throwaway cluster) and write
+                    bench-results/results.json and results.svg
+                    (flags: -duration, -clients, -partitions, -only, -out)
   queen help        show this help
+
+Configuration (environment): DATABASE_URL, QUEEN_PORT, QUEEN_MAX_WAIT_MS,
+QUEEN_MAX_BODY_BYTES, QUEEN_LOG_LEVEL, QUEEN_REAPER_INTERVAL.
 `
 
 func main() {
@@ -32,8 +44,12 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], os.Getenv, os.Stdout, os.Stderr)
 	case "migrate":
 		return migrate(ctx, args[1:])
+	case "bench":
+		return benchCmd(ctx, args[1:], os.Getenv, os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/core/pgtest"
+)
+
+func TestMain(m *testing.M) { pgstoretest.Main(m) }
+
+// server is one `queen serve` running in this process.
+type server struct {
+	t      *testing.T
+	base   string
+	cancel context.CancelFunc
+	done   chan error
+	stdout *syncBuffer
+	stderr *syncBuffer
+}
+
+func startServe(t *testing.T, env map[string]string, args ...string) *server {
+	t.Helper()
+	port := freePort(t)
+	env["QUEEN_PORT"] = strconv.Itoa(port)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{t: t, base: "http://127.0.0.1:" + strconv.Itoa(port), cancel: cancel, done: make(chan error, 1),
+		stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	go func() { s.done <- serve(ctx, args, func(k string) string { return env[k] }, s.stdout, s.stderr) }()
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("serve output:\n%s\n%s", s.stdout.String(), s.stderr.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		select {
+		case err := <-s.done:
+			t.Fatalf("serve ended: %v\n%s", err, s.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not healthy: %v\n%s", err, s.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop cancels the server (as SIGINT does) and waits for it.
+func (s *server) stop() error {
+	s.t.Helper()
+	if s.cancel == nil {
+		return nil
+	}
+	s.cancel()
+	s.cancel = nil
+	select {
+	case err := <-s.done:
+		return err
+	case <-time.After(30 * time.Second):
+		s.t.Fatal("serve did not stop within 30 s")
+		return nil
+	}
+}
+
+func (s *server) do(method, path, body string) (int, string) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServe(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	s := startServe(t, map[string]string{"DATABASE_URL": dbURL, "QUEEN_REAPER_INTERVAL": "100ms"})
+
+	out := s.stdout.String()
+	for _, want := range []string{"Queen is serving on http://localhost:", "curl -s -X POST http://localhost:", "/api/v1/push", "Ctrl-C"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("banner lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Every route group is mounted: push, pop, ack, dlq, admin, metrics.
+	if st, body := s.do("POST", "/api/v1/push", `{"items":[{"queue":"jobs","payload":{"n":1}}]}`); st != 201 {
+		t.Fatalf("push: %d %s", st, body)
+	}
+	st, body := s.do("GET", "/api/v1/pop/queue/jobs?batch=1", "")
+	if st != 200 {
+		t.Fatalf("pop: %d %s", st, body)
+	}
+	var pop struct{ LeaseID string }
+	_ = json.Unmarshal([]byte(body), &pop)
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/ack", `{}`}, {"GET", "/api/v1/dlq", ""}, {"GET", "/api/v1/resources/queues", ""},
+	} {
+		if st, body := s.do(r.method, r.path, r.body); st == 404 && strings.Contains(body, "no route") {
+			t.Errorf("%s %s is not mounted", r.method, r.path)
+		}
+	}
+	if st, body := s.do("GET", "/metrics/prometheus", ""); st != 200 || !strings.Contains(body, `queen_operations_total{op="push"`) {
+		t.Errorf("metrics: %d %.200s", st, body)
+	}
+
+	// The reaper loop expires a lease that ran out.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE queen.consumers SET lease_expires_at = now() - interval '1 minute' WHERE lease_id = $1`, pop.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM queen.consumers WHERE lease_id IS NULL AND attempts = 1`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reaper loop did not expire the lease within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Shutdown: a long-poll in flight answers 204 at once, and serve
+	// returns cleanly.
+	type result struct {
+		status int
+		took   time.Duration
+	}
+	lp := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		resp, err := http.Get(s.base + "/api/v1/pop/queue/idle?wait=true&timeout=20000")
+		if err != nil {
+			lp <- result{status: -1}
+			return
+		}
+		resp.Body.Close()
+		lp <- result{resp.StatusCode, time.Since(start)}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := s.stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	r := <-lp
+	if r.status != 204 || r.took > 10*time.Second {
+		t.Errorf("long-poll during shutdown: status %d after %v, want 204 well before its 20 s timeout", r.status, r.took)
+	}
+	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(s.base, "http://"), time.Second); err == nil {
+		t.Error("still listening after shutdown")
+	}
+}
+
+// TestServeEmbedded runs `queen serve` without DATABASE_URL: it starts its
+// own persistent PostgreSQL in the data directory, keeps the data across
+// runs and stops the server when it stops.
+func TestServeEmbedded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// The server may run as another user (when this runs as root): let it
+	// reach the directory.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := filepath.Join(dir, "pgdata")
+
+	s := startServe(t, map[string]string{}, "-data-dir", dataDir)
+	if !strings.Contains(s.stdout.String(), "embedded PostgreSQL") {
+		t.Errorf("banner does not name the embedded database:\n%s", s.stdout.String())
+	}
+	if st, body := s.do("POST", "/api/v1/push", `{"items":[{"queue":"kept","payload":"across runs","transactionId":"t-1"}]}`); st != 201 {
+		t.Fatalf("push: %d %s", st, body)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "postmaster.pid")); err == nil {
+		t.Fatal("PostgreSQL still running after serve stopped")
+	}
+
+	s = startServe(t, map[string]string{}, "-data-dir", dataDir)
+	st, body := s.do("GET", "/api/v1/messages?queue=kept", "")
+	if st != 200 || !strings.Contains(body, `"t-1"`) || !strings.Contains(body, "across runs") {
+		t.Errorf("after a restart: %d %s", st, body)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUsageNamesEveryCommand(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"serve", "migrate", "help"} {
+		if !strings.Contains(usage, "queen "+cmd) {
+			t.Errorf("usage lacks %s", cmd)
+		}
+	}
+	if err := run(context.Background(), []string{"nope"}); err == nil {
+		t.Error("unknown command accepted")
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,129 @@
+package config_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/config"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestFromEnvDefaults(t *testing.T) {
+	t.Parallel()
+	local, err := config.FromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if local.Lambda || local.MaxWait != 30*time.Second || local.Port != 6632 || local.MaxBodyBytes != 6<<20 ||
+		local.LogLevel != slog.LevelInfo || local.ReaperInterval != config.DefaultReaperInterval ||
+		local.DefaultPartition != "Default" || local.DBPort != 5432 || local.HasDatabase() {
+		t.Errorf("local defaults: %+v", local)
+	}
+
+	lambda, err := config.FromEnv(env(map[string]string{
+		"AWS_LAMBDA_FUNCTION_NAME": "queen-pop",
+		"QUEEN_DB_HOST":            "proxy.example", "QUEEN_DB_NAME": "queen", "QUEEN_DB_USER": "queen_app",
+		"QUEEN_DB_IAM_AUTH": "true", "QUEEN_DB_SSLMODE": "verify-full",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lambda.Lambda || lambda.MaxWait != 20*time.Second || !lambda.DBIAMAuth || lambda.DBSSLMode != "verify-full" || !lambda.HasDatabase() {
+		t.Errorf("lambda config: %+v", lambda)
+	}
+}
+
+func TestFromEnvParses(t *testing.T) {
+	t.Parallel()
+	c, err := config.FromEnv(env(map[string]string{
+		"DATABASE_URL":      "postgres://localhost/queen",
+		"QUEEN_MAX_WAIT_MS": "1500", "QUEEN_MAX_BODY_BYTES": "1024", "QUEEN_LOG_LEVEL": "debug",
+		"QUEEN_PORT": "7000", "QUEEN_REAPER_INTERVAL": "2s", "QUEEN_DB_PORT": "6543",
+		"QUEEN_DEFAULT_QUEUE": "events", "QUEEN_DEFAULT_PARTITION": "p 1", "QUEEN_EVENT_PARTITION_FIELD": "customer.id",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Config{
+		DatabaseURL: "postgres://localhost/queen", DBPort: 6543, DBSSLMode: "require",
+		MaxWait: 1500 * time.Millisecond, MaxBodyBytes: 1024, LogLevel: slog.LevelDebug,
+		Port: 7000, ReaperInterval: 2 * time.Second,
+		DefaultQueue: "events", DefaultPartition: "p 1", EventPartitionField: "customer.id",
+	}
+	if c != want {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+func TestFromEnvRejects(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		want []string // every one must be named in the error
+	}{
+		"numbers": {map[string]string{"QUEEN_MAX_WAIT_MS": "-1", "QUEEN_PORT": "99999", "QUEEN_DB_IAM_AUTH": "yes please"},
+			[]string{"QUEEN_MAX_WAIT_MS", "QUEEN_PORT", "QUEEN_DB_IAM_AUTH"}},
+		"level":         {map[string]string{"QUEEN_LOG_LEVEL": "loud"}, []string{"QUEEN_LOG_LEVEL"}},
+		"interval":      {map[string]string{"QUEEN_REAPER_INTERVAL": "10"}, []string{"QUEEN_REAPER_INTERVAL"}},
+		"host needs db": {map[string]string{"QUEEN_DB_HOST": "h"}, []string{"QUEEN_DB_NAME", "QUEEN_DB_USER"}},
+		"iam needs host": {map[string]string{"QUEEN_DB_IAM_AUTH": "true", "QUEEN_DB_USER": "u"},
+			[]string{"QUEEN_DB_HOST"}},
+		"iam needs tls": {map[string]string{"QUEEN_DB_HOST": "h", "QUEEN_DB_NAME": "n", "QUEEN_DB_USER": "u",
+			"QUEEN_DB_IAM_AUTH": "true", "QUEEN_DB_SSLMODE": "disable"}, []string{"QUEEN_DB_SSLMODE"}},
+		"sslmode":       {map[string]string{"QUEEN_DB_SSLMODE": "maybe"}, []string{"QUEEN_DB_SSLMODE"}},
+		"queue name":    {map[string]string{"QUEEN_DEFAULT_QUEUE": "no spaces"}, []string{"QUEEN_DEFAULT_QUEUE"}},
+		"wait too long": {map[string]string{"QUEEN_MAX_WAIT_MS": "3600000"}, []string{"QUEEN_MAX_WAIT_MS"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := config.FromEnv(env(tc.env))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSecretArnStandsInForNameAndUser(t *testing.T) {
+	t.Parallel()
+	// The migrate function may take database name and user from the secret.
+	_, err := config.FromEnv(env(map[string]string{"QUEEN_DB_HOST": "db", "QUEEN_DB_SECRET_ARN": "arn:aws:secretsmanager:x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLogValueHidesPassword(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	log.Info("config", "config", config.Config{DatabaseURL: "postgres://queen:hunter2@db/queen"}.WithDefaults())
+	if strings.Contains(buf.String(), "hunter2") || !strings.Contains(buf.String(), "xxxxx") {
+		t.Errorf("log line %s", buf.String())
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://u:pw@h:5432/db?sslmode=disable": "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db?password=pw":             "postgres://u@h/db?password=xxxxx",
+		"postgres://u@h/db":                         "postgres://u@h/db",
+		"postgres://u:pw@h:notaport/db":             "postgres://u:xxxxx@h:notaport/db",
+		"host=h user=u password=pw dbname=d":        "host=h user=u password=xxxxx dbname=d",
+	} {
+		if got := config.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

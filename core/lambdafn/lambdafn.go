@@ -1,0 +1,150 @@
+// Package lambdafn is the wiring shared by the Lambda functions: each main
+// builds a Function once per container (configuration from the environment,
+// a JSON logger that stamps the Lambda request id, the pool and the store),
+// then starts the runtime loop with its handler. The pool is created outside
+// the handler and closed on SIGTERM.
+//
+//	func main() {
+//		fn := lambdafn.Init("pop")
+//		fn.OpenStore()
+//		fn.Start(fn.HTTP(httpapi.GroupPop, httpapi.GroupHealth))
+//	}
+package lambdafn
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queen-serverless/queen/core/config"
+	"github.com/queen-serverless/queen/core/dbconn"
+	"github.com/queen-serverless/queen/core/httpapi"
+	"github.com/queen-serverless/queen/core/pgstore"
+)
+
+// Function is what a Lambda function builds once per container.
+type Function struct {
+	// Name is the function's short name (push, pop, ...), in every log line.
+	Name   string
+	Config config.Config
+	Logger *slog.Logger
+	// Pool and Store are set by OpenStore.
+	Pool  *pgxpool.Pool
+	Store *pgstore.Store
+}
+
+// HTTPHandler handles API Gateway HTTP API (payload format 2.0) events.
+type HTTPHandler func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+// Init reads the configuration from the environment and builds the logger.
+// On an invalid configuration it logs why and exits: the Lambda init fails
+// with that message.
+func Init(name string) *Function {
+	cfg, err := config.FromEnv(os.Getenv)
+	log := NewLogger(os.Stdout, cfg.LogLevel).With("function", name)
+	if err != nil {
+		Exit(log, "invalid configuration", err)
+	}
+	log.Debug("configured", "config", cfg)
+	return &Function{Name: name, Config: cfg, Logger: log}
+}
+
+// OpenStore builds the pool (one connection on Lambda; it connects at the
+// first query, not here) and the store over it. It exits when the
+// configuration names no database.
+func (f *Function) OpenStore() {
+	pool, err := dbconn.NewPool(context.Background(), f.Config, dbconn.Options{})
+	if err != nil {
+		Exit(f.Logger, "database pool", err)
+	}
+	f.Pool = pool
+	f.Store = pgstore.New(pool, pgstore.Config{Logger: f.Logger})
+}
+
+// API returns the HTTP API over the store with the configured limits.
+func (f *Function) API() *httpapi.API {
+	return httpapi.New(f.Store, httpapi.Config{
+		MaxBodyBytes: f.Config.MaxBodyBytes,
+		MaxWait:      f.Config.MaxWait,
+		Logger:       f.Logger,
+	})
+}
+
+// HTTP returns the API Gateway handler serving the given route groups.
+func (f *Function) HTTP(groups ...httpapi.Group) HTTPHandler {
+	return NewHTTPHandler(f.API().Handler(groups...), f.Logger)
+}
+
+// NewHTTPHandler adapts an http.Handler to API Gateway HTTP API events
+// (payload format 2.0). The request's context carries the Lambda context,
+// so the handler's logs carry the request id and its work stops at the
+// function's deadline.
+func NewHTTPHandler(h http.Handler, log *slog.Logger) HTTPHandler {
+	adapter := httpadapter.NewV2(h)
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		start := time.Now()
+		resp, err := adapter.ProxyWithContext(ctx, req)
+		if err != nil {
+			log.ErrorContext(ctx, "proxy request", "method", req.RequestContext.HTTP.Method, "path", req.RawPath, "err", err)
+			return resp, err
+		}
+		log.DebugContext(ctx, "request", "method", req.RequestContext.HTTP.Method, "path", req.RawPath,
+			"status", resp.StatusCode, "ms", time.Since(start).Milliseconds())
+		return resp, nil
+	}
+}
+
+// Start runs the Lambda runtime loop with handler (any handler form
+// lambda.Start accepts) and never returns. SIGTERM, sent when Lambda shuts
+// the container down, closes the pool.
+func (f *Function) Start(handler any) {
+	lambda.StartWithOptions(handler, lambda.WithEnableSIGTERM(f.Close))
+}
+
+// Close closes the pool, if any.
+func (f *Function) Close() {
+	if f.Pool != nil {
+		f.Pool.Close()
+		f.Logger.Info("pool closed")
+	}
+}
+
+// Exit logs a failed initialisation and exits with status 1.
+func Exit(log *slog.Logger, what string, err error) {
+	log.Error(what, "err", err)
+	os.Exit(1)
+}
+
+// NewLogger returns a JSON logger at level whose records logged with a
+// Lambda context carry its request id ("requestId"), as CloudWatch Logs
+// Insights expects.
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(requestIDHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
+}
+
+// requestIDHandler adds the Lambda request id of the record's context.
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		r.AddAttrs(slog.String("requestId", lc.AwsRequestID))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
+}

@@ -1,0 +1,168 @@
+// Package reaper runs the store's maintenance pass (queen.Store.Reap:
+// expire leases and count the attempt, prune dedup keys, apply retention) on
+// a schedule: once per EventBridge tick in the reaper function (Handler),
+// from a ticker in `queen serve` (Loop). Each pass is bounded and
+// idempotent, so passes may overlap each other and traffic.
+package reaper
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// Metric names and namespace of the Embedded Metric Format lines; the CDK
+// stack's alarms and dashboard read them.
+const (
+	Namespace         = "QueenServerless"
+	MetricDLQDepth    = "DLQDepth"
+	MetricMaxGroupLag = "MaxGroupLag"
+)
+
+// DefaultLimit bounds the rows of each kind one pass touches: the store's
+// default.
+const DefaultLimit = 0
+
+// Report is what one reaper pass did and saw.
+type Report struct {
+	queen.ReapStats
+	// DLQDepth is the number of dead letters, all queues together.
+	DLQDepth int64 `json:"dlqDepth"`
+	// MaxGroupLag is the largest lag of any consumer group on any queue.
+	MaxGroupLag int64 `json:"maxGroupLag"`
+	// MaxLagGroup and MaxLagQueue name where MaxGroupLag is.
+	MaxLagGroup string `json:"maxLagGroup,omitempty"`
+	MaxLagQueue string `json:"maxLagQueue,omitempty"`
+	Queues      int64  `json:"queues"`
+	Partitions  int64  `json:"partitions"`
+	DurationMS  int64  `json:"durationMs"`
+}
+
+// Handler is the reaper function's Lambda handler.
+type Handler struct {
+	Store  queen.Store
+	Logger *slog.Logger
+	// Metrics receives one Embedded Metric Format line per pass (the
+	// function's stdout, which CloudWatch Logs reads).
+	Metrics io.Writer
+	// Limit bounds one pass (0: the store's default).
+	Limit int
+	// Now is the clock of the metric timestamps. Default time.Now.
+	Now func() time.Time
+}
+
+// Invoke runs one pass per event (a scheduled event, or any direct
+// invocation), logs it, writes its metrics and returns the report.
+func (h *Handler) Invoke(ctx context.Context, _ json.RawMessage) (Report, error) {
+	now := time.Now
+	if h.Now != nil {
+		now = h.Now
+	}
+	start := time.Now()
+	stats, err := h.Store.Reap(ctx, h.Limit)
+	if err != nil {
+		h.Logger.ErrorContext(ctx, "reaper pass failed", "err", err)
+		return Report{}, err
+	}
+	rep := Report{ReapStats: stats}
+	gauges, err := h.Store.Stats(ctx)
+	if err != nil {
+		// The pass itself succeeded; only the gauges are missing.
+		h.Logger.ErrorContext(ctx, "reaper stats failed", "err", err)
+		return rep, err
+	}
+	rep.addGauges(gauges)
+	rep.DurationMS = time.Since(start).Milliseconds()
+	h.Logger.InfoContext(ctx, "reaper pass", "report", rep)
+	if h.Metrics != nil {
+		if err := WriteEMF(h.Metrics, now(), rep); err != nil {
+			h.Logger.ErrorContext(ctx, "write metrics", "err", err)
+		}
+	}
+	return rep, nil
+}
+
+func (r *Report) addGauges(st queen.Stats) {
+	r.Queues, r.Partitions = st.Queues, st.Partitions
+	for _, n := range st.DLQ {
+		r.DLQDepth += n
+	}
+	for key, lag := range st.Lag {
+		group, queue, _ := strings.Cut(key, queen.LagKeySeparator)
+		if lag > r.MaxGroupLag || r.MaxLagGroup == "" && lag == r.MaxGroupLag {
+			r.MaxGroupLag, r.MaxLagGroup, r.MaxLagQueue = lag, group, queue
+		}
+	}
+}
+
+// WriteEMF writes one CloudWatch Embedded Metric Format line: in namespace
+// Namespace, without dimensions (the series the alarms use), DLQDepth and
+// MaxGroupLag, plus what the pass did.
+func WriteEMF(w io.Writer, now time.Time, r Report) error {
+	type metric struct {
+		Name string `json:"Name"`
+		Unit string `json:"Unit"`
+	}
+	values := []struct {
+		name  string
+		value int64
+	}{
+		{MetricDLQDepth, r.DLQDepth},
+		{MetricMaxGroupLag, r.MaxGroupLag},
+		{"LeasesExpired", int64(r.LeasesExpired)},
+		{"DeadLettered", int64(r.DeadLettered)},
+		{"DedupPruned", int64(r.DedupPruned)},
+		{"SegmentsRetained", int64(r.SegmentsRetained + r.SegmentsCompleted)},
+	}
+	line := map[string]any{}
+	metrics := make([]metric, 0, len(values))
+	for _, v := range values {
+		metrics = append(metrics, metric{Name: v.name, Unit: "Count"})
+		line[v.name] = v.value
+	}
+	line["_aws"] = map[string]any{
+		"Timestamp": now.UnixMilli(),
+		"CloudWatchMetrics": []map[string]any{{
+			"Namespace":  Namespace,
+			"Dimensions": [][]string{{}},
+			"Metrics":    metrics,
+		}},
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// Loop runs a pass every interval until ctx ends: the reaper of `queen
+// serve`. Passes that did something are logged at info, idle ones at debug,
+// failures at warn (the next tick tries again).
+func Loop(ctx context.Context, store queen.Store, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		stats, err := store.Reap(ctx, DefaultLimit)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			log.WarnContext(ctx, "reaper pass failed", "err", err)
+		case stats != (queen.ReapStats{}):
+			log.InfoContext(ctx, "reaper pass", "stats", stats)
+		default:
+			log.DebugContext(ctx, "reaper pass: nothing to do")
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package reaper_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/core/reaper"
+)
+
+func TestMain(m *testing.M) { pgstoretest.Main(m) }
+
+func TestHandlerReapsAndReports(t *testing.T) {
+	t.Parallel()
+	env := pgstoretest.New(t)
+	ctx := context.Background()
+	items := []queen.PushItem{
+		{Queue: "jobs", Partition: "a", Payload: json.RawMessage(`1`)},
+		{Queue: "jobs", Partition: "a", Payload: json.RawMessage(`2`)},
+		{Queue: "jobs", Partition: "b", Payload: json.RawMessage(`3`)},
+	}
+	if _, err := env.Store.Push(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	pop, err := env.Store.Pop(ctx, queen.PopRequest{Queue: "jobs", Partition: "a", Batch: 10})
+	if err != nil || len(pop.Messages) != 2 {
+		t.Fatalf("pop: %v, %d messages", err, len(pop.Messages))
+	}
+	// One dead letter, on partition b, for group g.
+	popB, err := env.Store.Pop(ctx, queen.PopRequest{Queue: "jobs", Partition: "b", ConsumerGroup: "g", Batch: 10})
+	if err != nil || len(popB.Messages) != 1 {
+		t.Fatalf("pop b: %v", err)
+	}
+	m := popB.Messages[0]
+	if _, err := env.Store.Ack(ctx, []queen.Ack{{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: queen.AckDLQ, ConsumerGroup: "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	env.Clock.Advance(time.Duration(queen.DefaultLeaseTime+1) * time.Second)
+
+	var logs, metrics bytes.Buffer
+	h := &reaper.Handler{Store: env.Store, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: &metrics,
+		Now: func() time.Time { return time.UnixMilli(1767268800000) }}
+	rep, err := h.Invoke(ctx, json.RawMessage(`{"source":"aws.events","detail-type":"Scheduled Event","detail":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LeasesExpired != 1 {
+		t.Errorf("leases expired %d, want 1", rep.LeasesExpired)
+	}
+	if rep.DLQDepth != 1 {
+		t.Errorf("DLQ depth %d, want 1", rep.DLQDepth)
+	}
+	// Queue mode has read nothing of a's 2 messages to completion (lag 2)
+	// and b's 1 (lag 1): 3; g is past b and never read a: 2.
+	if rep.MaxGroupLag != 3 || rep.MaxLagGroup != queen.QueueModeGroup || rep.MaxLagQueue != "jobs" {
+		t.Errorf("max lag %d at %q/%q, want 3 at queue mode/jobs", rep.MaxGroupLag, rep.MaxLagGroup, rep.MaxLagQueue)
+	}
+
+	// The EMF line: namespace, no dimensions, the two alarm metrics.
+	var line struct {
+		AWS struct {
+			Timestamp         int64
+			CloudWatchMetrics []struct {
+				Namespace  string
+				Dimensions [][]string
+				Metrics    []struct{ Name, Unit string }
+			}
+		} `json:"_aws"`
+		DLQDepth, MaxGroupLag, LeasesExpired int64
+	}
+	if err := json.Unmarshal(metrics.Bytes(), &line); err != nil {
+		t.Fatalf("EMF line %q: %v", metrics.String(), err)
+	}
+	cwm := line.AWS.CloudWatchMetrics
+	if line.AWS.Timestamp != 1767268800000 || len(cwm) != 1 || cwm[0].Namespace != "QueenServerless" ||
+		len(cwm[0].Dimensions) != 1 || len(cwm[0].Dimensions[0]) != 0 {
+		t.Errorf("EMF metadata %+v", line.AWS)
+	}
+	names := map[string]bool{}
+	for _, m := range cwm[0].Metrics {
+		names[m.Name] = m.Unit == "Count"
+	}
+	if !names["DLQDepth"] || !names["MaxGroupLag"] {
+		t.Errorf("EMF metrics %+v", cwm[0].Metrics)
+	}
+	if line.DLQDepth != 1 || line.MaxGroupLag != 3 || line.LeasesExpired != 1 {
+		t.Errorf("EMF values %+v", line)
+	}
+	if !bytes.Contains(logs.Bytes(), []byte(`"leasesExpired":1`)) {
+		t.Errorf("log does not say what the pass did: %s", logs.String())
+	}
+
+	// The next pass finds nothing more to expire.
+	rep, err = h.Invoke(ctx, nil)
+	if err != nil || rep.LeasesExpired != 0 {
+		t.Errorf("second pass: %+v, %v", rep, err)
+	}
+}
+
+func TestLoopStopsWithContext(t *testing.T) {
+	t.Parallel()
+	env := pgstoretest.NewRealTime(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var logs lockedBuffer
+	go func() {
+		reaper.Loop(ctx, env.Store, 10*time.Millisecond, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		close(done)
+	}()
+	// Wait for a pass or two, bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for !logs.contains("reaper pass") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Loop did not return after cancel")
+	}
+	if !logs.contains("reaper pass") {
+		t.Error("no pass logged")
+	}
+}
+
+// lockedBuffer is a log sink safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) contains(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Contains(b.buf.String(), s)
+}

@@ -1,0 +1,502 @@
+package functions_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/core/pgtest"
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+func TestMain(m *testing.M) { pgstoretest.Main(m) }
+
+// TestFunctions builds every function's bootstrap once and runs each under
+// the Lambda Runtime Interface Emulator against its own migrated database,
+// with the events AWS would send, and checks the results in the database.
+// It reports each function's cold init as the emulator measures it.
+func TestFunctions(t *testing.T) {
+	dir := t.TempDir()
+	buildAll(t, dir)
+	rie := filepath.Join(dir, "aws-lambda-rie")
+
+	t.Run("coldinit", func(t *testing.T) { measureColdInit(t, dir, rie) })
+
+	run := func(name string, test func(t *testing.T, start func(env ...string) *emulator)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, func(env ...string) *emulator { return startEmulator(t, rie, filepath.Join(dir, name), env...) })
+		})
+	}
+	run("push", testPush)
+	run("pop", testPop)
+	run("ack", testAck)
+	run("dlq", testDLQ)
+	run("admin", testAdmin)
+	run("reaper", testReaper)
+	run("migrate", testMigrate)
+}
+
+// coldInitRuns is how many fresh processes per function measureColdInit
+// starts for each measure; it reports the median.
+const coldInitRuns = 5
+
+// measureColdInit reports each function's cold init, one process at a time
+// so they do not compete for the CPU, without any database work (SPEC §7
+// asks for ≤ 50 ms excluding the first database connection; this test
+// reports, it does not time-assert):
+//
+//   - init: from starting the process to its first request for an event
+//     (see initToNext);
+//   - emulator: under the Runtime Interface Emulator, the first invocation's
+//     latency less a warm one's, which adds the emulator's own sandbox
+//     start-up (a hello-world Go function shows about as much).
+func measureColdInit(t *testing.T, dir, rie string) {
+	// A database URL is needed to build the pool; nothing here uses it.
+	env := []string{"DATABASE_URL=postgres://queen@127.0.0.1:1/never?sslmode=disable"}
+	median := func(runs []time.Duration) time.Duration {
+		sort.Slice(runs, func(i, j int) bool { return runs[i] < runs[j] })
+		return runs[len(runs)/2]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  %-8s %10s %10s", "function", "init", "emulator")
+	for _, name := range []string{"push", "pop", "ack", "dlq", "admin", "reaper", "migrate"} {
+		bootstrap := filepath.Join(dir, name)
+		var direct, emulated []time.Duration
+		for range coldInitRuns {
+			direct = append(direct, initToNext(t, bootstrap, env...))
+			e := startEmulator(t, rie, bootstrap, env...)
+			emulated = append(emulated, e.coldInit())
+			e.stop()
+		}
+		fmt.Fprintf(&b, "\n  %-8s %7.1f ms %7.1f ms", name, ms(median(direct)), ms(median(emulated)))
+	}
+	t.Logf("cold init, median of %d fresh processes each, no database connection:%s", coldInitRuns, b.String())
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// count runs a counting query.
+func count(t *testing.T, env *pgstoretest.Env, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := env.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// messages counts the messages of a queue in the log.
+func messages(t *testing.T, env *pgstoretest.Env, queue string) int {
+	t.Helper()
+	msgs, err := env.Store.Browse(context.Background(), queen.BrowseRequest{Queue: queue, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(msgs)
+}
+
+type pushResult struct {
+	Index         int    `json:"index"`
+	TransactionID string `json:"transaction_id"`
+	Status        string `json:"status"`
+	MessageID     string `json:"message_id"`
+	PartitionID   string `json:"partition_id"`
+	Offset        int64  `json:"offset"`
+	QueueName     string `json:"queueName"`
+	Partition     string `json:"partition"`
+}
+
+func testPush(t *testing.T, start func(env ...string) *emulator) {
+	env := pgstoretest.NewRealTime(t)
+	fn := start("DATABASE_URL="+env.URL, "QUEEN_DEFAULT_QUEUE=events", "QUEEN_EVENT_PARTITION_FIELD=customer.id")
+
+	// API Gateway: push, a rejected push, health, a route of another function.
+	r := fn.http("POST", "/api/v1/push", `{"items":[{"queue":"orders","partition":"eu","payload":{"n":1},"transactionId":"tx-1"},{"queue":"orders","payload":"two"}]}`)
+	expect(t, "push", r, 201)
+	var res []pushResult
+	r.json(t, &res)
+	if len(res) != 2 || res[0].Status != "queued" || res[0].TransactionID != "tx-1" || res[0].Partition != "eu" ||
+		res[1].Partition != "Default" || res[1].QueueName != "orders" {
+		t.Fatalf("push results %+v", res)
+	}
+	expect(t, "push with a bad queue name", fn.http("POST", "/api/v1/push", `{"items":[{"queue":"orders","payload":1},{"queue":"bad name!","payload":2}]}`), 400)
+	expect(t, "push malformed", fn.http("POST", "/api/v1/push", `{"items":[`), 400)
+	if n := messages(t, env, "orders"); n != 2 {
+		t.Fatalf("orders holds %d messages after one good and two rejected pushes, want 2", n)
+	}
+	expect(t, "health", fn.http("GET", "/health", ""), 200)
+	expect(t, "a dlq route on the push function", fn.http("GET", "/api/v1/dlq", ""), 404)
+
+	// SQS: a push-item body, a raw body with attributes, a record with a bad
+	// queue name; then SQS redelivers the same batch.
+	sqs := events.SQSEvent{Records: []events.SQSMessage{
+		sqsRecord("sqs-1", `{"queue":"ingest","partition":"a","payload":{"k":1}}`, nil),
+		sqsRecord("sqs-2", `{"k":2}`, map[string]string{"queue": "ingest", "partition": "b"}),
+		sqsRecord("sqs-bad", `{"k":3}`, map[string]string{"queue": "no spaces allowed"}),
+	}}
+	for round := 1; round <= 2; round++ {
+		resp := invokeAs[events.SQSEventResponse](fn, sqs)
+		if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "sqs-bad" {
+			t.Fatalf("SQS round %d: batch item failures %+v, want sqs-bad only", round, resp.BatchItemFailures)
+		}
+		if n := messages(t, env, "ingest"); n != 2 {
+			t.Fatalf("SQS round %d: ingest holds %d messages, want 2", round, n)
+		}
+	}
+	if n := count(t, env, `SELECT count(*) FROM queen.dedup WHERE transaction_id IN ('sqs-1', 'sqs-2')`); n != 2 {
+		t.Errorf("dedup keys for the SQS message ids: %d, want 2", n)
+	}
+	dups := fn.logLines("duplicate message")
+	if len(dups) != 2 || dups[0]["messageId"] != "sqs-1" || dups[1]["messageId"] != "sqs-2" || dups[0]["requestId"] == nil {
+		t.Errorf("the redelivery was not reported as duplicates (with the request id): %v", dups)
+	}
+
+	// SNS.
+	sns := events.SNSEvent{Records: []events.SNSEventRecord{{EventSource: "aws:sns", EventVersion: "1.0",
+		SNS: events.SNSEntity{MessageID: "sns-1", Type: "Notification", TopicArn: "arn:aws:sns:eu-west-1:123456789012:t",
+			Message: `{"order":7}`, Timestamp: time.Now().UTC(),
+			MessageAttributes: map[string]any{"queue": map[string]any{"Type": "String", "Value": "notifications"}}}}}}
+	snsRes := invokeAs[[]pushResult](fn, sns)
+	if len(snsRes) != 1 || snsRes[0].TransactionID != "sns-1" || snsRes[0].Status != "queued" || messages(t, env, "notifications") != 1 {
+		t.Errorf("SNS: %+v", snsRes)
+	}
+
+	// EventBridge: the configured queue, the partition from detail.customer.id.
+	eb := []byte(`{"version":"0","id":"eb-1","detail-type":"OrderPlaced","source":"shop","account":"123456789012",
+		"time":"2026-01-01T12:00:00Z","region":"eu-west-1","resources":[],"detail":{"customer":{"id":"c-42"},"total":12.5}}`)
+	ebRes := invokeAs[[]pushResult](fn, eb)
+	if len(ebRes) != 1 || ebRes[0].QueueName != "events" || ebRes[0].Partition != "c-42" || ebRes[0].TransactionID != "eb-1" {
+		t.Errorf("EventBridge: %+v", ebRes)
+	}
+	var detail string
+	if err := env.Pool.QueryRow(context.Background(),
+		`SELECT s.payloads[1]::text FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.name = 'c-42'`).Scan(&detail); err != nil ||
+		!strings.Contains(detail, "12.5") {
+		t.Errorf("EventBridge payload %q, %v: want the detail", detail, err)
+	}
+
+	// Direct invocation: HTTP push's result array; a repeat is a duplicate;
+	// a bad item fails the invocation and writes nothing.
+	direct := []byte(`{"items":[{"queue":"direct","payload":{"x":1},"transactionId":"d-1"}]}`)
+	if res := invokeAs[[]pushResult](fn, direct); len(res) != 1 || res[0].Status != "queued" || res[0].MessageID == "" {
+		t.Errorf("direct: %+v", res)
+	}
+	if res := invokeAs[[]pushResult](fn, direct); len(res) != 1 || res[0].Status != "duplicate" {
+		t.Errorf("direct again: %+v", res)
+	}
+	if e := invokeAs[lambdaError](fn, []byte(`{"items":[{"queue":"direct","payload":2},{"payload":3}]}`)); !strings.Contains(e.ErrorMessage, "items[1].queue") {
+		t.Errorf("direct with a bad item: %+v", e)
+	}
+	if n := messages(t, env, "direct"); n != 1 {
+		t.Errorf("direct holds %d messages, want 1", n)
+	}
+	if e := invokeAs[lambdaError](fn, []byte(`{"hello":"world"}`)); !strings.Contains(e.ErrorMessage, "unrecognised event") {
+		t.Errorf("unknown event: %+v", e)
+	}
+}
+
+func sqsRecord(id, body string, attrs map[string]string) events.SQSMessage {
+	ma := map[string]events.SQSMessageAttribute{}
+	for k, v := range attrs {
+		ma[k] = events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
+	}
+	return events.SQSMessage{MessageId: id, ReceiptHandle: "rh-" + id, Body: body, MessageAttributes: ma,
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}, EventSource: "aws:sqs",
+		EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:queen-ingest", AWSRegion: "eu-west-1"}
+}
+
+// seed pushes n messages to queue through the store.
+func seed(t *testing.T, env *pgstoretest.Env, queue string, n int) {
+	t.Helper()
+	items := make([]queen.PushItem, n)
+	for i := range items {
+		items[i] = queen.PushItem{Queue: queue, Payload: json.RawMessage(fmt.Sprint(i))}
+	}
+	if _, err := env.Store.Push(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type popResponse struct {
+	Success  bool   `json:"success"`
+	LeaseID  string `json:"leaseId"`
+	Messages []struct {
+		TransactionID string          `json:"transactionId"`
+		PartitionID   string          `json:"partitionId"`
+		Offset        int64           `json:"offset"`
+		Data          json.RawMessage `json:"data"`
+	} `json:"messages"`
+}
+
+func testPop(t *testing.T, start func(env ...string) *emulator) {
+	env := pgstoretest.NewRealTime(t)
+	seed(t, env, "work", 3)
+	fn := start("DATABASE_URL=" + env.URL)
+
+	r := fn.http("GET", "/api/v1/pop/queue/work?batch=2", "")
+	expect(t, "pop", r, 200)
+	var pop popResponse
+	r.json(t, &pop)
+	if !pop.Success || pop.LeaseID == "" || len(pop.Messages) != 2 || pop.Messages[0].Offset != 0 || pop.Messages[1].Offset != 1 {
+		t.Fatalf("pop %+v", pop)
+	}
+	if n := count(t, env, `SELECT count(*) FROM queen.consumers WHERE lease_id = $1 AND batch_end = 1`, pop.LeaseID); n != 1 {
+		t.Errorf("the lease is not in the database")
+	}
+	expect(t, "extend", fn.http("POST", "/api/v1/lease/"+pop.LeaseID+"/extend", `{"seconds":120}`), 200)
+	if n := count(t, env, `SELECT count(*) FROM queen.consumers WHERE lease_id = $1 AND lease_expires_at > now() + interval '100 seconds'`, pop.LeaseID); n != 1 {
+		t.Errorf("the lease was not extended in the database")
+	}
+	expect(t, "pop while leased (same group)", fn.http("GET", "/api/v1/pop/queue/work?batch=2", ""), 204)
+	expect(t, "long-poll pop of an empty queue", fn.http("GET", "/api/v1/pop/queue/nothing/partition/Default?wait=true&timeout=200", ""), 204)
+	expect(t, "pop with a bad batch", fn.http("GET", "/api/v1/pop/queue/work?batch=-1", ""), 400)
+	r = fn.http("POST", "/api/v1/lease/00000000-0000-7000-8000-000000000000/extend", `{"seconds":10}`)
+	if r.Status != 404 && r.Status != 409 {
+		t.Errorf("extend of an unknown lease: %d %s", r.Status, r.Body)
+	}
+	expect(t, "an ack route on the pop function", fn.http("POST", "/api/v1/ack", `{}`), 404)
+}
+
+func testAck(t *testing.T, start func(env ...string) *emulator) {
+	env := pgstoretest.NewRealTime(t)
+	seed(t, env, "tasks", 2)
+	pop, err := env.Store.Pop(context.Background(), queen.PopRequest{Queue: "tasks", Batch: 2})
+	if err != nil || len(pop.Messages) != 2 {
+		t.Fatalf("pop: %v", err)
+	}
+	fn := start("DATABASE_URL=" + env.URL)
+	committed := func() int {
+		return count(t, env, `SELECT committed FROM queen.consumers WHERE group_name = $1`, queen.QueueModeGroup)
+	}
+
+	m0, m1 := pop.Messages[0], pop.Messages[1]
+	r := fn.http("POST", "/api/v1/ack", fmt.Sprintf(`{"transactionId":%q,"partitionId":%q,"status":"completed","leaseId":%q}`,
+		m0.TransactionID, m0.PartitionID, pop.LeaseID))
+	expect(t, "ack", r, 200)
+	if c := committed(); c != 0 {
+		t.Errorf("committed %d after acking offset 0", c)
+	}
+	r = fn.http("POST", "/api/v1/ack/batch", fmt.Sprintf(`{"acknowledgments":[{"transactionId":%q,"partitionId":%q,"status":"completed"}]}`,
+		m1.TransactionID, m1.PartitionID))
+	expect(t, "ack batch", r, 200)
+	if c := committed(); c != 1 {
+		t.Errorf("committed %d after acking offset 1", c)
+	}
+	expect(t, "ack malformed", fn.http("POST", "/api/v1/ack", `{"transactionId":`), 400)
+	r = fn.http("POST", "/api/v1/ack", fmt.Sprintf(`{"transactionId":"nope","partitionId":%q,"status":"completed"}`, m0.PartitionID))
+	if r.Status < 400 || r.Status >= 500 {
+		t.Errorf("ack of an unknown message: %d %s", r.Status, r.Body)
+	}
+	r = fn.http("POST", "/api/v1/transaction", `{"operations":[{"type":"push","items":[{"queue":"next","payload":{"step":2}}]}]}`)
+	expect(t, "transaction", r, 200)
+	if n := messages(t, env, "next"); n != 1 {
+		t.Errorf("the transaction's push is not in the log (%d)", n)
+	}
+	if c := committed(); c != 1 {
+		t.Errorf("committed moved to %d", c)
+	}
+}
+
+func testDLQ(t *testing.T, start func(env ...string) *emulator) {
+	env := pgstoretest.NewRealTime(t)
+	ctx := context.Background()
+	seed(t, env, "mail", 1)
+	pop, err := env.Store.Pop(ctx, queen.PopRequest{Queue: "mail", Batch: 1})
+	if err != nil || len(pop.Messages) != 1 {
+		t.Fatalf("pop: %v", err)
+	}
+	m := pop.Messages[0]
+	if _, err := env.Store.Ack(ctx, []queen.Ack{{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: queen.AckDLQ, Error: "bounced"}}); err != nil {
+		t.Fatal(err)
+	}
+	fn := start("DATABASE_URL=" + env.URL)
+
+	r := fn.http("GET", "/api/v1/dlq?queue=mail", "")
+	expect(t, "dlq list", r, 200)
+	var page struct {
+		Total    int64 `json:"total"`
+		Messages []struct {
+			TransactionID string `json:"transactionId"`
+			Error         string `json:"errorMessage"`
+		} `json:"messages"`
+	}
+	r.json(t, &page)
+	if page.Total != 1 || len(page.Messages) != 1 || page.Messages[0].TransactionID != m.TransactionID || page.Messages[0].Error != "bounced" {
+		t.Fatalf("dlq page %+v", page)
+	}
+	expect(t, "dlq get", fn.http("GET", "/api/v1/messages/"+m.PartitionID+"/"+m.TransactionID, ""), 200)
+	expect(t, "dlq get unknown", fn.http("GET", "/api/v1/messages/"+m.PartitionID+"/no-such-tx", ""), 404)
+	expect(t, "dlq list with a bad limit", fn.http("GET", "/api/v1/dlq?limit=abc", ""), 400)
+	r = fn.http("POST", "/api/v1/messages/"+m.PartitionID+"/"+m.TransactionID+"/retry", "")
+	if r.Status != 200 && r.Status != 201 {
+		t.Fatalf("retry: %d %s", r.Status, r.Body)
+	}
+	if n := count(t, env, `SELECT count(*) FROM queen.dlq`); n != 0 {
+		t.Errorf("%d dead letters left after the retry", n)
+	}
+	if n := messages(t, env, "mail"); n != 2 {
+		t.Errorf("mail holds %d messages after the retry, want 2 (the original and the re-push)", n)
+	}
+}
+
+func testAdmin(t *testing.T, start func(env ...string) *emulator) {
+	env := pgstoretest.NewRealTime(t)
+	fn := start("DATABASE_URL=" + env.URL)
+
+	r := fn.http("POST", "/api/v1/configure", `{"queue":"billing","options":{"leaseTime":60,"retryLimit":5}}`)
+	expect(t, "configure", r, 200)
+	if n := count(t, env, `SELECT count(*) FROM queen.queues WHERE name = 'billing' AND lease_time = 60 AND retry_limit = 5`); n != 1 {
+		t.Errorf("the configuration is not in the database")
+	}
+	r = fn.http("GET", "/api/v1/resources/queues", "")
+	expect(t, "queues", r, 200)
+	if !strings.Contains(r.Body, `"billing"`) {
+		t.Errorf("queue list %s", r.Body)
+	}
+	expect(t, "unknown queue", fn.http("GET", "/api/v1/resources/queues/nope", ""), 404)
+	expect(t, "configure a bad name", fn.http("POST", "/api/v1/configure", `{"queue":"bad name","options":{}}`), 400)
+	if n := count(t, env, `SELECT count(*) FROM queen.queues`); n != 1 {
+		t.Errorf("%d queues, want 1", n)
+	}
+	expect(t, "groups", fn.http("GET", "/api/v1/consumer-groups", ""), 200)
+	expect(t, "health", fn.http("GET", "/health", ""), 200)
+}
+
+func testReaper(t *testing.T, start func(env ...string) *emulator) {
+	env := pgstoretest.NewRealTime(t)
+	ctx := context.Background()
+	seed(t, env, "jobs", 2)
+	pop, err := env.Store.Pop(ctx, queen.PopRequest{Queue: "jobs", Batch: 2})
+	if err != nil || pop.LeaseID == "" {
+		t.Fatalf("pop: %v", err)
+	}
+	// The consumer died: its lease ran out a minute ago.
+	if _, err := env.Pool.Exec(ctx, `UPDATE queen.consumers SET lease_expires_at = now() - interval '1 minute' WHERE lease_id IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	fn := start("DATABASE_URL=" + env.URL)
+
+	scheduled := []byte(`{"version":"0","id":"sched-1","detail-type":"Scheduled Event","source":"aws.events",
+		"account":"123456789012","time":"2026-01-01T12:00:00Z","region":"eu-west-1",
+		"resources":["arn:aws:events:eu-west-1:123456789012:rule/queen-reaper"],"detail":{}}`)
+	type report struct {
+		LeasesExpired int   `json:"leasesExpired"`
+		MaxGroupLag   int64 `json:"maxGroupLag"`
+	}
+	rep := invokeAs[report](fn, scheduled)
+	if rep.LeasesExpired != 1 || rep.MaxGroupLag != 2 {
+		t.Errorf("report %+v, want 1 lease expired, lag 2", rep)
+	}
+	if n := count(t, env, `SELECT count(*) FROM queen.consumers WHERE lease_id IS NULL AND attempts = 1 AND head_only`); n != 1 {
+		t.Errorf("the expiry is not in the database (lease cleared, one attempt counted)")
+	}
+	emf, err := fn.emfLine()
+	if err != nil {
+		t.Fatalf("no EMF line in the output:\n%s", fn.out.String())
+	}
+	if !strings.Contains(fmt.Sprint(emf["_aws"]), "QueenServerless") || emf["DLQDepth"] != 0.0 || emf["MaxGroupLag"] != 2.0 {
+		t.Errorf("EMF line %v", emf)
+	}
+	if lines := fn.logLines("reaper pass"); len(lines) != 1 || lines[0]["requestId"] == nil {
+		t.Errorf("reaper log lines %v", lines)
+	}
+
+	// A second tick finds nothing to do.
+	rep = invokeAs[report](fn, scheduled)
+	if rep.LeasesExpired != 0 {
+		t.Errorf("second pass expired %d leases", rep.LeasesExpired)
+	}
+
+	// Without its database the pass fails, and so does the invocation
+	// (the function-errors alarm sees it).
+	down := start("DATABASE_URL=" + strings.Replace(env.URL, "/"+pgtest.DatabasePrefix, "/"+pgtest.DatabasePrefix+"missing_", 1))
+	if e := invokeAs[lambdaError](down, scheduled); !strings.Contains(e.ErrorMessage, "database unavailable") {
+		t.Errorf("reaper without a database: %+v", e)
+	}
+}
+
+func testMigrate(t *testing.T, start func(env ...string) *emulator) {
+	env := pgstoretest.NewRealTime(t)
+	ctx := context.Background()
+	// An empty database: what the stack's database holds at first deploy.
+	if _, err := env.Pool.Exec(ctx, `DROP SCHEMA queen CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	role := testRole(t, env.URL)
+	fn := start("DATABASE_URL="+env.URL, "QUEEN_DB_USER="+role)
+
+	create := []byte(`{"RequestType":"Create","ServiceToken":"arn:aws:lambda:eu-west-1:123456789012:function:provider",
+		"ResponseURL":"https://cloudformation-custom-resource-response-euwest1.s3.amazonaws.com/x",
+		"StackId":"arn:aws:cloudformation:eu-west-1:123456789012:stack/queen/1","RequestId":"req-1",
+		"LogicalResourceId":"Schema","ResourceType":"Custom::QueenSchema",
+		"ResourceProperties":{"ServiceToken":"arn:x","MigrateCodeSha256":"abc"}}`)
+	type response struct {
+		PhysicalResourceID string            `json:"PhysicalResourceId"`
+		Data               map[string]string `json:"Data"`
+	}
+	resp := invokeAs[response](fn, create)
+	if resp.PhysicalResourceID != "queen-schema" || resp.Data["Applied"] == "" {
+		t.Fatalf("create: %+v", resp)
+	}
+	if n := count(t, env, `SELECT count(*) FROM queen.schema_migrations`); n < 2 {
+		t.Errorf("%d migrations recorded", n)
+	}
+	var canWrite, canCall bool
+	if err := env.Pool.QueryRow(ctx, `SELECT has_table_privilege($1, 'queen.segments', 'INSERT'),
+		has_function_privilege($1, 'queen.push(json, timestamptz)', 'EXECUTE')`, role).Scan(&canWrite, &canCall); err != nil || !canWrite || !canCall {
+		t.Errorf("app role %s: insert %v, execute %v, %v", role, canWrite, canCall, err)
+	}
+
+	del := invokeAs[response](fn, []byte(`{"RequestType":"Delete","PhysicalResourceId":"queen-schema","LogicalResourceId":"Schema"}`))
+	if del.PhysicalResourceID != "queen-schema" || count(t, env, `SELECT count(*) FROM queen.schema_migrations`) < 2 {
+		t.Errorf("delete: %+v; the schema must stay", del)
+	}
+	if e := invokeAs[lambdaError](fn, []byte(`{"RequestType":"Replace"}`)); !strings.Contains(e.ErrorMessage, "RequestType") {
+		t.Errorf("unknown request type: %+v", e)
+	}
+	// A direct invocation is a Create: nothing left to apply.
+	if resp := invokeAs[response](fn, []byte(`{}`)); resp.PhysicalResourceID != "queen-schema" || resp.Data["Applied"] != "" {
+		t.Errorf("direct invoke: %+v", resp)
+	}
+}
+
+// testRole returns a fresh role name, dropped when t ends (roles are
+// cluster-wide; the cleanup runs before the database is dropped).
+func testRole(t *testing.T, dbURL string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	role := "queen_app_" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		var exists bool
+		_ = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", role).Scan(&exists)
+		if exists {
+			r := pgx.Identifier{role}.Sanitize()
+			for _, s := range []string{"DROP OWNED BY " + r, "DROP ROLE " + r} {
+				if _, err := conn.Exec(ctx, s); err != nil {
+					t.Errorf("cleanup: %s: %v", s, err)
+				}
+			}
+		}
+	})
+	return role
+}

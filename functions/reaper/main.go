@@ -1,0 +1,19 @@
+// Command reaper is the Lambda function an EventBridge schedule invokes
+// every minute: one bounded maintenance pass per event (expire leases and
+// count the attempt, prune dedup keys, apply retention), logged, with the
+// DLQDepth and MaxGroupLag gauges as CloudWatch Embedded Metric Format.
+package main
+
+import (
+	"os"
+
+	"github.com/queen-serverless/queen/core/lambdafn"
+	"github.com/queen-serverless/queen/core/reaper"
+)
+
+func main() {
+	fn := lambdafn.Init("reaper")
+	fn.OpenStore()
+	h := &reaper.Handler{Store: fn.Store, Logger: fn.Logger, Metrics: os.Stdout}
+	fn.Start(h.Invoke)
+}
