@@ -12,7 +12,9 @@ import (
 
 // ---- push
 
-type wirePushItem struct {
+// PushItem is a push item on the wire, as in POST /api/v1/push ("data" is
+// accepted for "payload").
+type PushItem struct {
 	Queue         string          `json:"queue"`
 	Partition     string          `json:"partition"`
 	Payload       json.RawMessage `json:"payload"`
@@ -21,7 +23,8 @@ type wirePushItem struct {
 	TraceID       string          `json:"traceId"`
 }
 
-func (it wirePushItem) item() queen.PushItem {
+// Item converts the wire item to the domain's.
+func (it PushItem) Item() queen.PushItem {
 	p := it.Payload
 	if len(p) == 0 {
 		p = it.Data
@@ -29,10 +32,10 @@ func (it wirePushItem) item() queen.PushItem {
 	return queen.PushItem{Queue: it.Queue, Partition: it.Partition, Payload: p, TransactionID: it.TransactionID, TraceID: it.TraceID}
 }
 
-func pushItems(in []wirePushItem) []queen.PushItem {
+func pushItems(in []PushItem) []queen.PushItem {
 	out := make([]queen.PushItem, len(in))
 	for i, it := range in {
-		out[i] = it.item()
+		out[i] = it.Item()
 	}
 	return out
 }
@@ -66,7 +69,7 @@ func WirePushResults(res []queen.PushResult) []PushResult {
 
 // PushRequest is the body of POST /api/v1/push.
 type PushRequest struct {
-	Items []wirePushItem `json:"items"`
+	Items []PushItem `json:"items"`
 }
 
 func (a *API) push(w http.ResponseWriter, r *http.Request) error {
@@ -382,7 +385,7 @@ func (a *API) ackBatch(w http.ResponseWriter, r *http.Request) error {
 type txOperation struct {
 	Type string `json:"type"`
 	wireAck
-	Items []wirePushItem `json:"items"`
+	Items []PushItem `json:"items"`
 }
 
 type txRequest struct {

@@ -274,25 +274,8 @@ type DirectRequest struct {
 	Items []Item `json:"items"`
 }
 
-// Item is a push item on the wire (as in POST /api/v1/push, where "data"
-// is accepted for "payload").
-type Item struct {
-	Queue         string          `json:"queue"`
-	Partition     string          `json:"partition"`
-	Payload       json.RawMessage `json:"payload"`
-	Data          json.RawMessage `json:"data"`
-	TransactionID string          `json:"transactionId"`
-	TraceID       string          `json:"traceId"`
-}
-
-func (it Item) pushItem() queen.PushItem {
-	p := it.Payload
-	if len(p) == 0 {
-		p = it.Data
-	}
-	return queen.PushItem{Queue: it.Queue, Partition: it.Partition, Payload: p,
-		TransactionID: it.TransactionID, TraceID: it.TraceID}
-}
+// Item is a push item on the wire, as in POST /api/v1/push.
+type Item = httpapi.PushItem
 
 // Direct handles {"items":[…]} like POST /api/v1/push: all or nothing, the
 // same validation and the same result array.
@@ -304,7 +287,7 @@ func (h *Handler) Direct(ctx context.Context, raw json.RawMessage) ([]httpapi.Pu
 	}
 	items := make([]queen.PushItem, len(req.Items))
 	for i, it := range req.Items {
-		items[i] = it.pushItem()
+		items[i] = it.Item()
 	}
 	res, err := h.store.Push(ctx, items)
 	if err != nil {
@@ -407,7 +390,7 @@ func (h *Handler) item(body []byte, queue, partition, messageID string) (queen.P
 	}
 	var out queen.PushItem
 	if isItem {
-		out = it.pushItem()
+		out = it.Item()
 	} else {
 		out.Payload = rawPayload(body)
 	}

@@ -34,7 +34,7 @@ CREATE TABLE queen.partitions (
     last_pushed_at timestamptz,
     created_at     timestamptz NOT NULL,
     UNIQUE (queue_id, name)
-);
+) WITH (fillfactor = 50);  -- room for HOT updates of last_offset
 
 -- One row per push per partition: offsets base_offset .. base_offset+n-1.
 -- payloads holds each message's JSON text exactly as pushed.
@@ -58,7 +58,9 @@ CREATE TABLE queen.dedup (
     created_at     timestamptz NOT NULL,
     PRIMARY KEY (partition_id, transaction_id)
 );
-CREATE INDEX dedup_created_at ON queen.dedup (created_at);
+-- Keys arrive in created_at order, so a BRIN index serves the pruning at
+-- almost no cost per push.
+CREATE INDEX dedup_created_at ON queen.dedup USING brin (created_at);
 
 -- A consumer group's subscription to a queue, remembered on its first pop.
 -- Keyed by queue name so a consumer may subscribe before the queue exists.
@@ -91,7 +93,7 @@ CREATE TABLE queen.consumers (
     worker_id        text,
     updated_at       timestamptz NOT NULL,
     PRIMARY KEY (partition_id, group_name)
-);
+) WITH (fillfactor = 50);
 CREATE INDEX consumers_lease_id ON queen.consumers (lease_id) WHERE lease_id IS NOT NULL;
 CREATE INDEX consumers_lease_expiry ON queen.consumers (lease_expires_at) WHERE lease_id IS NOT NULL;
 CREATE INDEX consumers_group ON queen.consumers (group_name, queue_id);

@@ -44,57 +44,74 @@ $$;
 CREATE OR REPLACE FUNCTION queen._push(p_items json, p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    v_ts    timestamptz;
-    v_qn    text[];     -- distinct (queue, partition) pairs in lock order
-    v_pn    text[];
-    v_queues text[];
-    v_pids  uuid[];
-    v_res   json;
-    v_full  text;
-    n       int;
+    v_ts      timestamptz;
+    v_qn      text[];     -- distinct (queue, partition) pairs in lock order
+    v_pn      text[];
+    v_pids    uuid[];
+    v_queues  text[];
+    v_missing boolean;
+    v_capped  boolean;
+    v_res     json;
+    v_full    text;
 BEGIN
-    -- Every statement below finds rows through scalar subqueries or = ANY on
-    -- a key, so its cost does not depend on how many queues, partitions or
-    -- dedup keys exist.
-    SELECT array_agg(u.qn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
-           array_agg(u.pn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C")
-    INTO v_qn, v_pn
-    FROM (SELECT DISTINCT i->>'queue' AS qn, i->>'partition' AS pn FROM json_array_elements(p_items) i) u;
-    SELECT array_agg(q ORDER BY q COLLATE "C") INTO v_queues FROM (SELECT DISTINCT q FROM unnest(v_qn) q) d;
+    -- Every statement below finds rows by key (scalar subqueries, = ANY),
+    -- so its cost does not depend on how many queues, partitions or dedup
+    -- keys exist. In the steady state (queue and partitions exist, no
+    -- maxSize) a push is four statements: look up, lock the queue names,
+    -- lock the partitions, write.
+    SELECT array_agg(l.qn ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
+           array_agg(l.pn ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
+           array_agg(l.pid ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
+           bool_or(l.pid IS NULL), bool_or(l.capped)
+    INTO v_qn, v_pn, v_pids, v_missing, v_capped
+    FROM (
+        SELECT u.qn, u.pn,
+               (SELECT p.id FROM queen.partitions p
+                WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) AS pid,
+               coalesce((SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn), false) AS capped
+        FROM (SELECT DISTINCT i->>'queue' AS qn, i->>'partition' AS pn FROM json_array_elements(p_items) i) u
+    ) l;
+    SELECT array_agg(d.q ORDER BY d.q COLLATE "C") INTO v_queues FROM (SELECT DISTINCT q FROM unnest(v_qn) q) d;
 
-    FOR n IN 1 .. cardinality(v_queues) LOOP
-        PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(v_queues[n]));
-    END LOOP;
+    -- Shared against subscription creation (exclusive) on each queue name.
+    PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(o.q))
+    FROM (SELECT q FROM unnest(v_queues) WITH ORDINALITY AS u(q, n) ORDER BY n) o;
 
-    INSERT INTO queen.queues (name, created_at, updated_at)
-    SELECT q, coalesce(p_now, now()), coalesce(p_now, now())
-    FROM unnest(v_queues) q
-    WHERE (SELECT x.id FROM queen.queues x WHERE x.name = q) IS NULL
-    ON CONFLICT (name) DO NOTHING;
+    IF v_missing THEN
+        INSERT INTO queen.queues (name, created_at, updated_at)
+        SELECT q, coalesce(p_now, now()), coalesce(p_now, now())
+        FROM unnest(v_queues) q
+        WHERE (SELECT x.id FROM queen.queues x WHERE x.name = q) IS NULL
+        ON CONFLICT (name) DO NOTHING;
+
+        INSERT INTO queen.partitions (id, queue_id, name, created_at)
+        SELECT gen_random_uuid(), (SELECT x.id FROM queen.queues x WHERE x.name = u.qn), u.pn, coalesce(p_now, now())
+        FROM unnest(v_qn, v_pn) AS u(qn, pn)
+        WHERE (SELECT p.id FROM queen.partitions p
+               WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) IS NULL
+        ON CONFLICT (queue_id, name) DO NOTHING;
+
+        SELECT array_agg((SELECT p.id FROM queen.partitions p
+                          WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn)
+                         ORDER BY u.o),
+               bool_or((SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn))
+        INTO v_pids, v_capped
+        FROM unnest(v_qn, v_pn) WITH ORDINALITY AS u(qn, pn, o);
+    END IF;
 
     -- Capped queues: hold the queue row so the size check below is exact.
-    PERFORM 1 FROM queen.queues x
-    WHERE x.name = ANY (v_queues) AND x.max_size > 0
-    ORDER BY x.name COLLATE "C"
-    FOR NO KEY UPDATE;
-
-    INSERT INTO queen.partitions (id, queue_id, name, created_at)
-    SELECT gen_random_uuid(), (SELECT x.id FROM queen.queues x WHERE x.name = u.qn), u.pn, coalesce(p_now, now())
-    FROM unnest(v_qn, v_pn) AS u(qn, pn)
-    WHERE (SELECT p.id FROM queen.partitions p
-           WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) IS NULL
-    ON CONFLICT (queue_id, name) DO NOTHING;
-
-    SELECT array_agg((SELECT p.id FROM queen.partitions p
-                      WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn)
-                     ORDER BY u.o)
-    INTO v_pids
-    FROM unnest(v_qn, v_pn) WITH ORDINALITY AS u(qn, pn, o);
+    IF v_capped THEN
+        PERFORM 1 FROM queen.queues x
+        WHERE x.name = ANY (v_queues) AND x.max_size > 0
+        ORDER BY x.name COLLATE "C"
+        FOR NO KEY UPDATE;
+    END IF;
 
     -- Lock the partitions in one fixed order: concurrent pushes never deadlock.
-    FOR n IN 1 .. cardinality(v_pids) LOOP
-        PERFORM 1 FROM queen.partitions WHERE id = v_pids[n] FOR NO KEY UPDATE;
-    END LOOP;
+    -- (Each row is locked by key, in the order of v_pids.)
+    PERFORM 1
+    FROM unnest(v_pids) WITH ORDINALITY AS u(id, n)
+    CROSS JOIN LATERAL (SELECT 1 FROM queen.partitions p WHERE p.id = u.id FOR NO KEY UPDATE) l;
 
     -- Stamped while the partition locks are held: created_at is monotone
     -- per partition in commit order.
@@ -174,13 +191,15 @@ BEGIN
     LEFT JOIN fresh f ON f.idx = k.idx
     LEFT JOIN fresh f1 ON f1.idx = k.first_idx;
 
-    SELECT x.name INTO v_full
-    FROM queen.queues x
-    WHERE x.name = ANY (v_queues) AND x.max_size > 0
-      AND queen.queue_depth(x.id) > x.max_size
-    LIMIT 1;
-    IF v_full IS NOT NULL THEN
-        RAISE EXCEPTION 'queue % is full', v_full USING ERRCODE = 'QN429';
+    IF v_capped THEN
+        SELECT x.name INTO v_full
+        FROM queen.queues x
+        WHERE x.name = ANY (v_queues) AND x.max_size > 0
+          AND queen.queue_depth(x.id) > x.max_size
+        LIMIT 1;
+        IF v_full IS NOT NULL THEN
+            RAISE EXCEPTION 'queue % is full', v_full USING ERRCODE = 'QN429';
+        END IF;
     END IF;
 
     RETURN v_res;
@@ -1009,12 +1028,14 @@ BEGIN
         END CASE;
     END LOOP;
 
+    -- The constant bound (the shortest window) lets the BRIN index on
+    -- created_at skip the young part of the table.
     DELETE FROM queen.dedup WHERE ctid = ANY (ARRAY(
         SELECT d.ctid FROM queen.dedup d
         JOIN queen.partitions p ON p.id = d.partition_id
         JOIN queen.queues x ON x.id = p.queue_id
         WHERE d.created_at <= v_now - make_interval(secs => x.dedup_window)
-        ORDER BY d.created_at
+          AND d.created_at <= v_now - make_interval(secs => (SELECT coalesce(min(dedup_window), 0) FROM queen.queues))
         LIMIT p_limit));
     GET DIAGNOSTICS v_dedup = ROW_COUNT;
 
