@@ -56,7 +56,9 @@ CREATE TABLE queen.dedup (
     transaction_id text        NOT NULL,
     msg_offset     bigint      NOT NULL,
     created_at     timestamptz NOT NULL,
-    PRIMARY KEY (partition_id, transaction_id)
+    -- transactionId first: generated ids are UUIDv7, time-ordered, so
+    -- inserts land at the right edge of the index instead of all over it.
+    PRIMARY KEY (transaction_id, partition_id)
 );
 -- Keys arrive in created_at order, so a BRIN index serves the pruning at
 -- almost no cost per push.

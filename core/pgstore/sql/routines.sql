@@ -162,8 +162,8 @@ BEGIN
     dd AS (
         INSERT INTO queen.dedup (partition_id, transaction_id, msg_offset, created_at)
         SELECT pid, txid, off, ts FROM fresh WHERE dedup_window > 0
-        ORDER BY pid, txid
-        ON CONFLICT (partition_id, transaction_id)
+        ORDER BY txid, pid
+        ON CONFLICT (transaction_id, partition_id)
             DO UPDATE SET msg_offset = EXCLUDED.msg_offset, created_at = EXCLUDED.created_at
     ),
     rdy AS (
