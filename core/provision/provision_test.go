@@ -182,7 +182,7 @@ func TestMasterConnectorReadsTheSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config.Config{
-		DBHost: "127.0.0.1", DBPort: int(cc.Port), DBName: cc.Database, DBUser: "queen_app",
+		DBHost: cc.Host, DBPort: int(cc.Port), DBName: cc.Database, DBUser: "queen_app",
 		DBSSLMode: "prefer", DBSecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:master",
 	}.WithDefaults()
 	read := func(_ context.Context, arn string) (string, error) {
