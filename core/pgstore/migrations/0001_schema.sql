@@ -5,9 +5,13 @@
 
 CREATE SCHEMA IF NOT EXISTS queen;
 
+-- Names and keys are compared byte-wise (COLLATE "C") whatever the
+-- database's locale: exact matching is all the model needs, and it is the
+-- fastest comparison.
+
 CREATE TABLE queen.queues (
     id                          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    name                        text        NOT NULL UNIQUE,
+    name                        text        COLLATE "C" NOT NULL UNIQUE,
     namespace                   text,
     task                        text,
     lease_time                  integer     NOT NULL DEFAULT 300,
@@ -29,7 +33,7 @@ CREATE TABLE queen.queues (
 CREATE TABLE queen.partitions (
     id             uuid        PRIMARY KEY,
     queue_id       bigint      NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
-    name           text        NOT NULL,
+    name           text        COLLATE "C" NOT NULL,
     last_offset    bigint      NOT NULL DEFAULT -1,
     last_pushed_at timestamptz,
     created_at     timestamptz NOT NULL,
@@ -53,7 +57,7 @@ CREATE TABLE queen.segments (
 -- Exact, windowed dedup keys (invariant 4). Pruned by the reaper.
 CREATE TABLE queen.dedup (
     partition_id   uuid        NOT NULL,
-    transaction_id text        NOT NULL,
+    transaction_id text        COLLATE "C" NOT NULL,
     msg_offset     bigint      NOT NULL,
     created_at     timestamptz NOT NULL,
     -- transactionId first: generated ids are UUIDv7, time-ordered, so
@@ -67,8 +71,8 @@ CREATE INDEX dedup_created_at ON queen.dedup USING brin (created_at);
 -- A consumer group's subscription to a queue, remembered on its first pop.
 -- Keyed by queue name so a consumer may subscribe before the queue exists.
 CREATE TABLE queen.subscriptions (
-    queue_name text        NOT NULL,
-    group_name text        NOT NULL,
+    queue_name text        COLLATE "C" NOT NULL,
+    group_name text        COLLATE "C" NOT NULL,
     mode       text        NOT NULL,
     from_ts    timestamptz,
     created_at timestamptz NOT NULL,
@@ -83,7 +87,7 @@ CREATE INDEX subscriptions_group ON queen.subscriptions (group_name);
 -- head is delivered alone until it is resolved.
 CREATE TABLE queen.consumers (
     partition_id     uuid        NOT NULL REFERENCES queen.partitions (id) ON DELETE CASCADE,
-    group_name       text        NOT NULL,
+    group_name       text        COLLATE "C" NOT NULL,
     queue_id         bigint      NOT NULL,
     committed        bigint      NOT NULL,
     delivered        bigint      NOT NULL,
@@ -107,7 +111,7 @@ CREATE INDEX consumers_group ON queen.consumers (group_name, queue_id);
 CREATE SEQUENCE queen.ready_order;
 CREATE TABLE queen.ready (
     queue_id     bigint NOT NULL,
-    group_name   text   NOT NULL,
+    group_name   text   COLLATE "C" NOT NULL,
     partition_id uuid   NOT NULL,
     order_key    bigint NOT NULL,
     version      bigint NOT NULL DEFAULT 0,

@@ -134,19 +134,34 @@ BEGIN
                min(it.idx) OVER (PARTITION BY pa.pid, it.txid) AS first_idx
         FROM items it JOIN parts pa ON pa.qname = it.qname AND pa.pname = it.pname
     ),
-    k AS (
-        SELECT j.*,
-               CASE WHEN j.dedup_window > 0 THEN
-                   (SELECT d.msg_offset FROM queen.dedup d
-                    WHERE d.partition_id = j.pid AND d.transaction_id = j.txid
-                      AND d.created_at > j.ts - make_interval(secs => j.dedup_window)) END AS seen_offset
+    k AS MATERIALIZED (  -- materialized: one dedup probe per item
+        SELECT j.*, dk.msg_offset AS seen_offset
         FROM j
+        LEFT JOIN LATERAL (
+            SELECT d.msg_offset FROM queen.dedup d
+            WHERE d.transaction_id = j.txid AND d.partition_id = j.pid
+              AND d.created_at > j.ts - make_interval(secs => j.dedup_window)) dk ON j.dedup_window > 0
+    ),
+    o AS (
+        -- An item is fresh unless its key was seen, or repeats an earlier
+        -- item of this request in the same partition; fresh items take the
+        -- next offsets in input order.
+        SELECT k.*, (k.seen_offset IS NULL AND (k.dedup_window = 0 OR k.idx = k.first_idx)) AS fresh
+        FROM k
+    ),
+    r AS (
+        SELECT o.*,
+               CASE WHEN o.fresh THEN
+                   o.last_offset + count(*) FILTER (WHERE o.fresh) OVER (PARTITION BY o.pid ORDER BY o.idx) END AS off
+        FROM o
+    ),
+    res AS (
+        -- A repeat inside the request reports the offset of its first item.
+        SELECT r.*, coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid)) AS final_off
+        FROM r
     ),
     fresh AS (
-        SELECT k.pid, k.queue_id, k.idx, k.txid, k.payload, k.trace_id, k.ts, k.dedup_window,
-               k.last_offset + row_number() OVER (PARTITION BY k.pid ORDER BY k.idx) AS off
-        FROM k
-        WHERE k.seen_offset IS NULL AND (k.dedup_window = 0 OR k.idx = k.first_idx)
+        SELECT pid, queue_id, idx, txid, payload, trace_id, ts, dedup_window, off FROM res WHERE fresh
     ),
     seg AS (
         INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids)
@@ -175,21 +190,19 @@ BEGIN
         ON CONFLICT (queue_id, group_name, partition_id) DO UPDATE SET version = queen.ready.version + 1
     )
     SELECT json_agg(json_build_object(
-               'index', k.idx,
-               'transactionId', k.txid,
-               'status', CASE WHEN f.idx IS NOT NULL THEN 'queued' ELSE 'duplicate' END,
-               'offset', coalesce(f.off, k.seen_offset, f1.off),
-               'messageId', queen.message_id(k.pid, coalesce(f.off, k.seen_offset, f1.off)),
-               'partitionId', k.pid,
-               'queue', k.qname,
-               'partition', k.pname,
-               'traceId', k.trace_id,
-               'createdAt', k.ts)
-             ORDER BY k.idx)
+               'index', res.idx,
+               'transactionId', res.txid,
+               'status', CASE WHEN res.fresh THEN 'queued' ELSE 'duplicate' END,
+               'offset', res.final_off,
+               'messageId', queen.message_id(res.pid, res.final_off),
+               'partitionId', res.pid,
+               'queue', res.qname,
+               'partition', res.pname,
+               'traceId', res.trace_id,
+               'createdAt', res.ts)
+             ORDER BY res.idx)
     INTO v_res
-    FROM k
-    LEFT JOIN fresh f ON f.idx = k.idx
-    LEFT JOIN fresh f1 ON f1.idx = k.first_idx;
+    FROM res;
 
     IF v_capped THEN
         SELECT x.name INTO v_full
