@@ -12,6 +12,23 @@
 -- conflict with the FOR KEY SHARE that foreign-key checks take (a pop
 -- creating a consumers row checks its partition), so those never wait either.
 
+-- Performance notes (see README, Benchmarks):
+-- * Every lookup is by key (scalar subqueries, LATERAL, = ANY on a primary
+--   key), so no statement's cost grows with the number of queues,
+--   partitions, dedup keys or idle cursors. Functions run with
+--   plan_cache_mode = force_generic_plan: custom plans of the push CTE cost
+--   ~10 ms to plan, generic plans are reused per connection.
+-- * A push in the steady state is four statements: look up, lock the queue
+--   names (shared advisory), lock the partitions (by key, in order), write.
+--   Per message it probes and inserts one dedup key (transactionId first,
+--   so UUIDv7 keys append at the index edge; BRIN on created_at for
+--   pruning); per partition it inserts one segment and HOT-updates one row.
+-- * Measured on 2 cores: a 1-message push costs ~0.45 ms of backend time
+--   against ~0.1 ms for a bare INSERT, and a 100-message push to 100
+--   partitions ~9 ms (300 row writes). That, not locking, is why the push
+--   targets of SPEC §7 are missed; the next steps would be a single-item
+--   fast path and fewer row writes per partition.
+
 -- A message's id is derived from its address, so it costs no storage.
 CREATE OR REPLACE FUNCTION queen.message_id(p_pid uuid, p_off bigint)
 RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
