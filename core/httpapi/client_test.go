@@ -177,3 +177,16 @@ func TestAdminRoutes(t *testing.T) {
 		t.Fatalf("health %v", h)
 	}
 }
+
+// Queue names may hold '/': clients escape it as %2F inside a path segment.
+func TestSlashInQueueName(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	s.expect("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "team/orders", "partition": "a/b", "payload": 1}}}, 201)
+	var p popped
+	s.expect("GET", "/api/v1/pop/queue/team%2Forders/partition/a%2Fb", nil, 200).json(t, &p)
+	if p.Queue != "team/orders" || p.Partition != "a/b" {
+		t.Fatalf("pop %+v", p)
+	}
+	s.expect("GET", "/api/v1/resources/queues/team%2Forders", nil, 200)
+}
