@@ -6,7 +6,7 @@
 --
 -- Lock order, everywhere: consumers rows (sorted by partition id, group) →
 -- queue-name advisory locks (sorted) → queues rows (sorted by name) →
--- partitions rows (sorted by queue name, partition name) → ready rows.
+-- partitions rows (sorted by id) → ready rows.
 -- Pops take row locks only with SKIP LOCKED, so they never wait on them.
 -- Pushes lock queues and partitions FOR NO KEY UPDATE, which does not
 -- conflict with the FOR KEY SHARE that foreign-key checks take (a pop
@@ -124,11 +124,9 @@ BEGIN
         FOR NO KEY UPDATE;
     END IF;
 
-    -- Lock the partitions in one fixed order: concurrent pushes never deadlock.
-    -- (Each row is locked by key, in the order of v_pids.)
-    PERFORM 1
-    FROM unnest(v_pids) WITH ORDINALITY AS u(id, n)
-    CROSS JOIN LATERAL (SELECT 1 FROM queen.partitions p WHERE p.id = u.id FOR NO KEY UPDATE) l;
+    -- Lock the partitions in one fixed order (by id; pushes are the only
+    -- writers of partition rows), so concurrent pushes never deadlock.
+    PERFORM 1 FROM queen.partitions WHERE id = ANY (v_pids) ORDER BY id FOR NO KEY UPDATE;
 
     -- Stamped while the partition locks are held: created_at is monotone
     -- per partition in commit order.
