@@ -252,6 +252,13 @@ func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult,
 	if err != nil {
 		return queen.PopResult{}, err
 	}
+	now := time.Now()
+	if s.cfg.Clock != nil {
+		now = s.cfg.Clock()
+	}
+	if req.Mode == queen.SubscribeFrom && req.From.After(now.Add(time.Minute)) {
+		return queen.PopResult{}, queen.Invalid("subscriptionFrom", "must not be in the future")
+	}
 	a := popArg{Queue: req.Queue, Partition: req.Partition, Group: req.ConsumerGroup, Batch: req.Batch,
 		Partitions: req.Partitions, AutoAck: req.AutoAck, Mode: "all", Worker: req.Worker}
 	switch req.Mode {

@@ -76,6 +76,14 @@ BEGIN
     -- keys exist. In the steady state (queue and partitions exist, no
     -- maxSize) a push is four statements: look up, lock the queue names,
     -- lock the partitions, write.
+
+    -- Shared against subscription creation and queue deletion (exclusive)
+    -- on each queue name; taken before anything is looked up.
+    SELECT array_agg(d.q ORDER BY d.q COLLATE "C") INTO v_queues
+    FROM (SELECT DISTINCT i->>'queue' AS q FROM json_array_elements(p_items) i) d;
+    PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(o.q))
+    FROM (SELECT q FROM unnest(v_queues) WITH ORDINALITY AS u(q, n) ORDER BY n) o;
+
     SELECT array_agg(l.qn ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
            array_agg(l.pn ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
            array_agg(l.pid ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
@@ -88,12 +96,6 @@ BEGIN
                coalesce((SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn), false) AS capped
         FROM (SELECT DISTINCT i->>'queue' AS qn, i->>'partition' AS pn FROM json_array_elements(p_items) i) u
     ) l;
-    SELECT array_agg(d.q ORDER BY d.q COLLATE "C") INTO v_queues FROM (SELECT DISTINCT q FROM unnest(v_qn) q) d;
-
-    -- Shared against subscription creation (exclusive) on each queue name.
-    PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(o.q))
-    FROM (SELECT q FROM unnest(v_queues) WITH ORDINALITY AS u(q, n) ORDER BY n) o;
-
     IF v_missing THEN
         INSERT INTO queen.queues (name, created_at, updated_at)
         SELECT q, coalesce(p_now, now()), coalesce(p_now, now())
@@ -219,6 +221,11 @@ BEGIN
     INTO v_res
     FROM res;
 
+    IF json_array_length(v_res) IS DISTINCT FROM json_array_length(p_items) THEN
+        -- A partition vanished under us (its queue was deleted): retry.
+        RAISE EXCEPTION 'push raced a queue deletion' USING ERRCODE = '40001';
+    END IF;
+
     IF v_capped THEN
         SELECT x.name INTO v_full
         FROM queen.queues x
@@ -281,6 +288,23 @@ BEGIN
     SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group;
     IF cr.lease_id IS NULL THEN
         RETURN 'none';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM queen.segments s
+                   WHERE s.partition_id = p_pid AND s.base_offset <= cr.committed + 1
+                     AND s.base_offset + cardinality(s.txids) > cr.committed + 1) THEN
+        -- The head was removed by retention: nothing to charge; the cursor
+        -- moves to just before the oldest surviving message.
+        UPDATE queen.consumers
+        SET committed = greatest(committed, coalesce(
+                (SELECT min(s.base_offset) - 1 FROM queen.segments s
+                 WHERE s.partition_id = p_pid AND s.base_offset > cr.committed),
+                (SELECT p.last_offset FROM queen.partitions p WHERE p.id = p_pid))),
+            attempts = 0, head_only = false, batch_end = NULL, lease_id = NULL,
+            lease_expires_at = NULL, worker_id = NULL, updated_at = p_now
+        WHERE partition_id = p_pid AND group_name = p_group;
+        UPDATE queen.consumers SET delivered = greatest(delivered, committed)
+        WHERE partition_id = p_pid AND group_name = p_group;
+        RETURN 'expired';
     END IF;
     SELECT retry_limit INTO v_limit FROM queen.queues WHERE id = cr.queue_id;
     v_att := cr.attempts + 1;
@@ -429,6 +453,14 @@ BEGIN
             r.status := 'consumed';
             RETURN r;
         END IF;
+        -- Messages up to the oldest survivor are gone: the cursor moves to
+        -- just before it, so attempts count against a message that exists.
+        UPDATE queen.consumers
+        SET committed = v_seg - 1, delivered = greatest(delivered, v_seg - 1), attempts = 0,
+            head_only = false, updated_at = p_now
+        WHERE partition_id = p_pid AND group_name = p_group;
+        cr.committed := v_seg - 1;
+        cr.attempts := 0;
         v_from := v_seg;
     END IF;
 
@@ -525,10 +557,15 @@ BEGIN
     ELSE
         LOOP
             EXIT WHEN v_parts >= v_maxp OR v_got >= v_batch OR v_scanned >= 64;
+            -- Partitions leased by another consumer of the group are passed
+            -- over here, by key, so they never use up the scan budget.
             SELECT rd.partition_id, p.name INTO v_pid, v_pname
             FROM queen.ready rd JOIN queen.partitions p ON p.id = rd.partition_id
             WHERE rd.queue_id = q.id AND rd.group_name = v_group
               AND rd.partition_id <> ALL (v_seen)
+              AND NOT EXISTS (SELECT 1 FROM queen.consumers c
+                              WHERE c.partition_id = rd.partition_id AND c.group_name = v_group
+                                AND c.lease_id IS NOT NULL AND c.lease_expires_at > v_now)
             ORDER BY rd.order_key
             LIMIT 1
             FOR UPDATE OF rd SKIP LOCKED;
@@ -729,6 +766,11 @@ BEGIN
             GROUP BY x.off ORDER BY x.off
         LOOP
             EXIT WHEN v_L IS NOT NULL;  -- nothing above the lowest stop signal applies
+            -- A retry or failed beyond the live lease's span comes from a
+            -- consumer whose lease is gone: it must not end another
+            -- consumer's lease, so it is not applied.
+            CONTINUE WHEN sig.rank IN (2, 3) AND cr.lease_id IS NOT NULL
+                      AND cr.lease_expires_at > v_now AND sig.off > cr.batch_end;
             IF sig.rank = 3 THEN
                 v_att := CASE WHEN sig.off = cr.committed + 1 THEN cr.attempts ELSE 0 END + 1;
                 IF v_att > v_limit THEN
