@@ -1105,7 +1105,8 @@ BEGIN
         JOIN queen.partitions p ON p.id = d.partition_id
         JOIN queen.queues x ON x.id = p.queue_id
         WHERE d.created_at <= v_now - make_interval(secs => x.dedup_window)
-          AND d.created_at <= v_now - make_interval(secs => (SELECT coalesce(min(dedup_window), 0) FROM queen.queues))
+          AND d.created_at <= v_now - make_interval(secs => (SELECT coalesce(min(dedup_window) FILTER (WHERE dedup_window > 0), 0)
+                                                              FROM queen.queues))
         LIMIT p_limit));
     GET DIAGNOSTICS v_dedup = ROW_COUNT;
 
