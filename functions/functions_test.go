@@ -2,8 +2,6 @@ package functions_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/pgtest"
@@ -434,7 +431,7 @@ func testMigrate(t *testing.T, start func(env ...string) *emulator) {
 	if _, err := env.Pool.Exec(ctx, `DROP SCHEMA queen CASCADE`); err != nil {
 		t.Fatal(err)
 	}
-	role := testRole(t, env.URL)
+	role := pgtest.NewRole(t, env.URL)
 	fn := start("DATABASE_URL="+env.URL, "QUEEN_DB_USER="+role)
 
 	create := []byte(`{"RequestType":"Create","ServiceToken":"arn:aws:lambda:eu-west-1:123456789012:function:provider",
@@ -470,33 +467,4 @@ func testMigrate(t *testing.T, start func(env ...string) *emulator) {
 	if resp := invokeAs[response](fn, []byte(`{}`)); resp.PhysicalResourceID != "queen-schema" || resp.Data["Applied"] != "" {
 		t.Errorf("direct invoke: %+v", resp)
 	}
-}
-
-// testRole returns a fresh role name, dropped when t ends (roles are
-// cluster-wide; the cleanup runs before the database is dropped).
-func testRole(t *testing.T, dbURL string) string {
-	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	role := "queen_app_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		var exists bool
-		_ = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", role).Scan(&exists)
-		if exists {
-			r := pgx.Identifier{role}.Sanitize()
-			for _, s := range []string{"DROP OWNED BY " + r, "DROP ROLE " + r} {
-				if _, err := conn.Exec(ctx, s); err != nil {
-					t.Errorf("cleanup: %s: %v", s, err)
-				}
-			}
-		}
-	})
-	return role
 }

@@ -357,3 +357,33 @@ func randomSuffix() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// NewRole returns a fresh role name (queen_app_<random>) for a test that
+// creates it, and drops the role and what it owns in dbURL's database when
+// t ends. Roles are cluster-wide; the cleanup runs before the database of
+// a NewDatabase made earlier in the test is dropped (cleanups are LIFO).
+func NewRole(t testing.TB, dbURL string) string {
+	t.Helper()
+	role := "queen_app_" + randomSuffix()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+			return
+		}
+		defer conn.Close(ctx)
+		var exists bool
+		_ = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", role).Scan(&exists)
+		if !exists {
+			return
+		}
+		r := pgx.Identifier{role}.Sanitize()
+		for _, s := range []string{"DROP OWNED BY " + r, "DROP ROLE " + r} {
+			if _, err := conn.Exec(ctx, s); err != nil {
+				t.Errorf("drop role %s: %s: %v", role, s, err)
+			}
+		}
+	})
+	return role
+}

@@ -2,8 +2,6 @@ package provision_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,36 +23,6 @@ import (
 // Databases start empty: provisioning creates the schema.
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// appRole returns a fresh role name for t and drops the role when t ends,
-// before its database goes (LIFO cleanups): roles are cluster-wide.
-func appRole(t *testing.T, dbURL string) string {
-	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	role := "queen_app_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		var exists bool
-		_ = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", role).Scan(&exists)
-		if !exists {
-			return
-		}
-		r := pgx.Identifier{role}.Sanitize()
-		for _, s := range []string{"DROP OWNED BY " + r, "DROP ROLE " + r} {
-			if _, err := conn.Exec(ctx, s); err != nil {
-				t.Errorf("cleanup: %s: %v", s, err)
-			}
-		}
-	})
-	return role
-}
-
 // asRole returns dbURL logging in as role (the test server trusts local
 // logins).
 func asRole(t *testing.T, dbURL, role string) string {
@@ -71,7 +39,7 @@ func TestCreateProvisionsSchemaAndRole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := pgtest.NewDatabase(t)
-	role := appRole(t, dbURL)
+	role := pgtest.NewRole(t, dbURL)
 	cfg := config.Config{DatabaseURL: dbURL}.WithDefaults()
 	h := &provision.Handler{Connect: provision.MasterConnector(cfg, nil), AppRole: role, Logger: slog.New(slog.DiscardHandler)}
 
@@ -243,7 +211,7 @@ func TestRDSIAMGrant(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	role := appRole(t, dbURL) // dropped first (LIFO), so rds_iam has no members left
+	role := pgtest.NewRole(t, dbURL) // dropped first (LIFO), so rds_iam has no members left
 
 	res, err := provision.Run(ctx, conn, role)
 	if err != nil {
