@@ -18,8 +18,9 @@
 --   partitions, dedup keys or idle cursors. Functions run with
 --   plan_cache_mode = force_generic_plan: custom plans of the push CTE cost
 --   ~10 ms to plan, generic plans are reused per connection.
--- * A push in the steady state is four statements: look up, lock the queue
---   names (shared advisory), lock the partitions (by key, in order), write.
+-- * A push in the steady state is five statements: read the items, lock
+--   the queue names (shared advisory), look up and lock the partitions (by
+--   key, in order), write.
 --   Per message it probes and inserts one dedup key (transactionId first,
 --   so UUIDv7 keys append at the index edge; BRIN on created_at for
 --   pruning); per partition it inserts one segment and HOT-updates one row.
@@ -70,33 +71,38 @@ DECLARE
     v_capped  boolean;
     v_res     json;
     v_full    text;
+    n         int;
 BEGIN
     -- Every statement below finds rows by key (scalar subqueries, = ANY),
     -- so its cost does not depend on how many queues, partitions or dedup
     -- keys exist. In the steady state (queue and partitions exist, no
-    -- maxSize) a push is four statements: look up, lock the queue names,
-    -- lock the partitions, write.
+    -- maxSize) a push is five statements: read the items, lock the queue
+    -- names, look up the partitions, lock them, write.
+
+    SELECT array_agg(u.qn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
+           array_agg(u.pn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
+           array_agg(DISTINCT u.qn COLLATE "C" ORDER BY u.qn COLLATE "C")
+    INTO v_qn, v_pn, v_queues
+    FROM (SELECT DISTINCT i->>'queue' AS qn, i->>'partition' AS pn FROM json_array_elements(p_items) i) u;
 
     -- Shared against subscription creation and queue deletion (exclusive)
     -- on each queue name; taken before anything is looked up.
-    SELECT array_agg(d.q ORDER BY d.q COLLATE "C") INTO v_queues
-    FROM (SELECT DISTINCT i->>'queue' AS q FROM json_array_elements(p_items) i) d;
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(o.q))
-    FROM (SELECT q FROM unnest(v_queues) WITH ORDINALITY AS u(q, n) ORDER BY n) o;
+    FROM (SELECT q FROM unnest(v_queues) WITH ORDINALITY AS u(q, ord) ORDER BY ord) o;
 
-    SELECT array_agg(l.qn ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
-           array_agg(l.pn ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
-           array_agg(l.pid ORDER BY l.qn COLLATE "C", l.pn COLLATE "C"),
-           bool_or(l.pid IS NULL), bool_or(l.capped)
-    INTO v_qn, v_pn, v_pids, v_missing, v_capped
-    FROM (
-        SELECT u.qn, u.pn,
-               (SELECT p.id FROM queen.partitions p
-                WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) AS pid,
-               coalesce((SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn), false) AS capped
-        FROM (SELECT DISTINCT i->>'queue' AS qn, i->>'partition' AS pn FROM json_array_elements(p_items) i) u
-    ) l;
-    IF v_missing THEN
+    -- Look the partitions up; create what is missing, then look again.
+    FOR n IN 1 .. 2 LOOP
+        SELECT array_agg(l.pid ORDER BY l.o), bool_or(l.pid IS NULL), coalesce(bool_or(l.capped), false)
+        INTO v_pids, v_missing, v_capped
+        FROM (
+            SELECT u.o,
+                   (SELECT p.id FROM queen.partitions p
+                    WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) AS pid,
+                   (SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn) AS capped
+            FROM unnest(v_qn, v_pn) WITH ORDINALITY AS u(qn, pn, o)
+        ) l;
+        EXIT WHEN NOT v_missing;
+
         INSERT INTO queen.queues (name, created_at, updated_at)
         SELECT q, coalesce(p_now, now()), coalesce(p_now, now())
         FROM unnest(v_queues) q
@@ -109,14 +115,7 @@ BEGIN
         WHERE (SELECT p.id FROM queen.partitions p
                WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) IS NULL
         ON CONFLICT (queue_id, name) DO NOTHING;
-
-        SELECT array_agg((SELECT p.id FROM queen.partitions p
-                          WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn)
-                         ORDER BY u.o),
-               bool_or((SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn))
-        INTO v_pids, v_capped
-        FROM unnest(v_qn, v_pn) WITH ORDINALITY AS u(qn, pn, o);
-    END IF;
+    END LOOP;
 
     -- Capped queues: hold the queue row so the size check below is exact.
     IF v_capped THEN
@@ -410,13 +409,23 @@ DECLARE
     v_end  bigint;
 BEGIN
     r.n := 0;
-    PERFORM queen._ensure_consumer(p_pid, q.id, p_group, s.from_ts, p_now);
     SELECT * INTO cr FROM queen.consumers
     WHERE partition_id = p_pid AND group_name = p_group
     FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
-        r.status := 'busy';
-        RETURN r;
+        -- Locked by another transaction, or the group's first visit here.
+        IF EXISTS (SELECT 1 FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group) THEN
+            r.status := 'busy';
+            RETURN r;
+        END IF;
+        PERFORM queen._ensure_consumer(p_pid, q.id, p_group, s.from_ts, p_now);
+        SELECT * INTO cr FROM queen.consumers
+        WHERE partition_id = p_pid AND group_name = p_group
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            r.status := 'busy';
+            RETURN r;
+        END IF;
     END IF;
     IF cr.lease_id IS NOT NULL THEN
         IF cr.lease_expires_at > p_now THEN
