@@ -292,9 +292,9 @@ func testAck(t *testing.T, start func(env ...string) *emulator) {
 		t.Errorf("committed %d after acking offset 1", c)
 	}
 	expect(t, "ack malformed", fn.http("POST", "/api/v1/ack", `{"transactionId":`), 400)
-	r = fn.http("POST", "/api/v1/ack", fmt.Sprintf(`{"transactionId":"nope","partitionId":%q,"status":"completed"}`, m0.PartitionID))
+	r = fn.http("POST", "/api/v1/ack", `{"transactionId":"nope","partitionId":"00000000-0000-0000-0000-0000000000aa","status":"completed"}`)
 	if r.Status < 400 || r.Status >= 500 {
-		t.Errorf("ack of an unknown message: %d %s", r.Status, r.Body)
+		t.Errorf("ack of an unknown partition: %d %s", r.Status, r.Body)
 	}
 	r = fn.http("POST", "/api/v1/transaction", `{"operations":[{"type":"push","items":[{"queue":"next","payload":{"step":2}}]}]}`)
 	expect(t, "transaction", r, 200)

@@ -18,6 +18,7 @@ import (
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/core/queen"
 )
 
 type server struct {
@@ -26,7 +27,11 @@ type server struct {
 	t   *testing.T
 }
 
-func newServer(t *testing.T, realTime bool) *server {
+// serverOption changes the API's config or wraps the store it serves (the
+// env keeps the unwrapped store).
+type serverOption func(cfg *httpapi.Config, store *queen.Store)
+
+func newServer(t *testing.T, realTime bool, opts ...serverOption) *server {
 	t.Helper()
 	var e *pgstoretest.Env
 	if realTime {
@@ -34,8 +39,13 @@ func newServer(t *testing.T, realTime bool) *server {
 	} else {
 		e = pgstoretest.New(t)
 	}
-	api := httpapi.New(e.Store, httpapi.Config{MaxBodyBytes: 64 << 10, MaxWait: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: httpapi.NewMetrics()})
+	cfg := httpapi.Config{MaxBodyBytes: 64 << 10, MaxWait: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: httpapi.NewMetrics()}
+	var store queen.Store = e.Store
+	for _, o := range opts {
+		o(&cfg, &store)
+	}
+	api := httpapi.New(store, cfg)
 	s := httptest.NewServer(api.Handler(httpapi.AllGroups...))
 	t.Cleanup(s.Close)
 	return &server{Server: s, env: e, t: t}
@@ -244,7 +254,7 @@ func TestErrorStatuses(t *testing.T) {
 		{"GET", "/api/v1/pop/queue/q?batch=99999999", nil, 400, "batch"},
 		{"GET", "/api/v1/pop/queue/q?wait=maybe", nil, 400, "wait"},
 		{"GET", "/api/v1/pop/queue/q?subscriptionFrom=yesterday", nil, 400, "subscriptionFrom"},
-		{"POST", "/api/v1/ack", map[string]any{"transactionId": "nope", "partitionId": res[0].PartitionID, "status": "completed"}, 404, "not found"},
+		{"POST", "/api/v1/ack", map[string]any{"transactionId": "nope", "partitionId": "00000000-0000-0000-0000-0000000000aa", "status": "completed"}, 404, "partition not found"},
 		{"POST", "/api/v1/ack", map[string]any{"transactionId": res[0].TransactionID, "partitionId": res[0].PartitionID, "status": "completed", "leaseId": "00000000-0000-0000-0000-000000000000"}, 409, "lease"},
 		{"POST", "/api/v1/ack", map[string]any{"transactionId": res[0].TransactionID, "partitionId": "zzz", "status": "completed"}, 400, "partitionId"},
 		{"POST", "/api/v1/ack", map[string]any{"transactionId": res[0].TransactionID, "partitionId": res[0].PartitionID, "status": "meh"}, 400, "status"},
@@ -310,14 +320,50 @@ func TestDatabaseDownIs503(t *testing.T) {
 	}
 }
 
+// popWatch reports the time of every empty pop of one queue.
+type popWatch struct {
+	queen.Store
+	queue string
+	empty chan time.Time
+}
+
+func (w *popWatch) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult, error) {
+	res, err := w.Store.Pop(ctx, req)
+	if err == nil && req.Queue == w.queue && len(res.Messages) == 0 {
+		select {
+		case w.empty <- time.Now():
+		default:
+		}
+	}
+	return res, err
+}
+
+// Only the in-process wake-up can deliver this push in time: the API polls
+// at most once an hour once its backoff has grown, and the push is made
+// right after a poll whose gap to the previous one was already longer than
+// the 1 s the message has to reach the consumer (poll gaps never shrink).
 func TestLongPollWakesOnPush(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, true)
+	watch := &popWatch{queue: "later", empty: make(chan time.Time, 1000)}
+	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
+		cfg.PollInterval = time.Hour
+		cfg.MaxWait = 20 * time.Second
+		watch.Store = *st
+		*st = watch
+	})
 	// The queue does not exist yet: consumers often start first.
 	done := make(chan reply, 1)
-	start := time.Now()
-	go func() { done <- s.do("GET", "/api/v1/pop/queue/later?wait=true&timeout=4000", nil) }()
-	time.Sleep(700 * time.Millisecond)
+	go func() { done <- s.do("GET", "/api/v1/pop/queue/later?wait=true&timeout=15000", nil) }()
+	var last time.Time
+	for settled := false; !settled; {
+		select {
+		case at := <-watch.empty:
+			settled = !last.IsZero() && at.Sub(last) >= 1500*time.Millisecond
+			last = at
+		case r := <-done:
+			t.Fatalf("long-poll ended (%d %s) before its polls were 1.5 s apart", r.status, r.body)
+		}
+	}
 	pushedAt := time.Now()
 	s.expect("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "later", "payload": "hi"}}}, 201)
 	r := <-done
@@ -328,7 +374,7 @@ func TestLongPollWakesOnPush(t *testing.T) {
 		t.Fatalf("message reached the waiting consumer %v after the push, want < 1 s", d)
 	}
 	// An empty long-poll waits its timeout, then answers 204.
-	start = time.Now()
+	start := time.Now()
 	s.expect("GET", "/api/v1/pop/queue/later?wait=true&timeout=600", nil, 204)
 	if d := time.Since(start); d < 550*time.Millisecond || d > 3*time.Second {
 		t.Fatalf("empty long-poll took %v, want about 600 ms", d)

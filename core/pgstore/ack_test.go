@@ -116,7 +116,6 @@ func TestAckRejections(t *testing.T) {
 		ack  queen.Ack
 		want error
 	}{
-		{"unknown message", queen.Ack{PartitionID: pid, TransactionID: "nope", Status: "completed", ConsumerGroup: "g"}, queen.ErrNotFound},
 		{"unknown partition", queen.Ack{PartitionID: "00000000-0000-0000-0000-000000000000", TransactionID: "m-3", Status: "completed", ConsumerGroup: "g"}, queen.ErrNotFound},
 		{"wrong lease", ack(res.Messages[0], "g", "00000000-0000-0000-0000-000000000001", queen.AckCompleted), queen.ErrConflict},
 		{"bogus lease", ack(res.Messages[0], "g", "not-a-lease", queen.AckCompleted), queen.ErrConflict},
@@ -133,13 +132,19 @@ func TestAckRejections(t *testing.T) {
 	// A batch with one bad item writes nothing.
 	results, err := e.Store.Ack(ctx, []queen.Ack{
 		ack(res.Messages[2], "g", res.LeaseID, queen.AckCompleted),
-		{PartitionID: pid, TransactionID: "nope", Status: "completed", ConsumerGroup: "g"},
+		{PartitionID: pid, TransactionID: "m-7", Status: "completed", ConsumerGroup: "g"}, // not delivered yet
 	})
-	if !errors.Is(err, queen.ErrNotFound) || len(results) != 2 || results[0].Success || results[1].Success {
+	if !errors.Is(err, queen.ErrConflict) || len(results) != 2 || results[0].Success || results[1].Success {
 		t.Fatalf("batch with a bad item: err %v results %+v", err, results)
 	}
 	if c := cursor(t, e, pid, "g"); c != 2 {
 		t.Fatalf("rejected batch moved the cursor to %d", c)
+	}
+	// SPEC §3.5: a transactionId not found after the cursor is at or below
+	// it — an "already committed" no-op; the engine never searches history.
+	old, err := e.Store.Ack(ctx, []queen.Ack{{PartitionID: pid, TransactionID: "nope", Status: "completed", ConsumerGroup: "g"}})
+	if err != nil || !old[0].Success || old[0].Result != queen.ResultAlreadyCommitted || *old[0].Committed != 2 {
+		t.Fatalf("ack of a transactionId not after the cursor: %v %+v", err, old)
 	}
 	// An expired lease is rejected when named.
 	e.Clock.Advance(301 * time.Second)

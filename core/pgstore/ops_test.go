@@ -18,10 +18,10 @@ func TestTransactionIsAtomic(t *testing.T) {
 	pushN(t, e, "in", "p", "m", 2)
 	r := pop(t, e, queen.PopRequest{Queue: "in", Batch: 2})
 
-	// A failing operation applies nothing: the ack of an unknown message
+	// A failing operation applies nothing: the ack of an unknown partition
 	// keeps the push out, and vice versa a full queue keeps the ack out.
 	_, err := e.Store.Transaction(ctx, queen.TransactionRequest{
-		Acks:   []queen.Ack{ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted), {PartitionID: r.Messages[0].PartitionID, TransactionID: "nope", Status: "completed"}},
+		Acks:   []queen.Ack{ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted), {PartitionID: "00000000-0000-0000-0000-0000000000aa", TransactionID: "nope", Status: "completed"}},
 		Pushes: []queen.PushItem{{Queue: "out", Payload: payload(1)}},
 	})
 	if !errors.Is(err, queen.ErrNotFound) {

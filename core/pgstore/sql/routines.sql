@@ -43,13 +43,40 @@ RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT ('x' || substr(md5('queen.queue:' || p_queue), 1, 16))::bit(64)::bigint
 $$;
 
--- Unconsumed messages of a queue: per partition, the messages after the
--- slowest cursor on it (all of them when no group has read it).
+-- _start_offset is the cursor a subscription starts at on one partition:
+-- -1 (from the beginning), or just before the first message with
+-- created_at >= p_from among the stored ones (just before the oldest stored
+-- message when all of them are that young; the head when none is).
+CREATE OR REPLACE FUNCTION queen._start_offset(p_pid uuid, p_from timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_from IS NULL THEN -1 ELSE coalesce(
+        (SELECT s.base_offset + cardinality(s.txids) - 1
+         FROM queen.segments s
+         WHERE s.partition_id = p_pid AND s.created_at < p_from
+         ORDER BY s.base_offset DESC LIMIT 1),
+        (SELECT CASE WHEN p.last_pushed_at < p_from THEN p.last_offset
+                     ELSE coalesce((SELECT min(s.base_offset) - 1 FROM queen.segments s
+                                    WHERE s.partition_id = p_pid), p.last_offset) END
+         FROM queen.partitions p WHERE p.id = p_pid)) END
+$$;
+
+-- Unconsumed messages of a queue (what maxSize caps): per partition, the
+-- stored messages after the slowest subscribed group's position — its
+-- cursor, or its subscription start while it has no cursor there; all
+-- stored messages when no group subscribes. Messages removed by retention
+-- do not count.
 CREATE OR REPLACE FUNCTION queen.queue_depth(p_queue_id bigint)
 RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT coalesce(sum(p.last_offset - coalesce(
-               (SELECT min(c.committed) FROM queen.consumers c WHERE c.partition_id = p.id), -1)), 0)::bigint
-    FROM queen.partitions p
+    SELECT coalesce(sum(p.last_offset - greatest(
+               -- just before the oldest stored message
+               coalesce((SELECT min(s.base_offset) - 1 FROM queen.segments s WHERE s.partition_id = p.id),
+                        p.last_offset),
+               -- the slowest subscribed group
+               coalesce((SELECT min(coalesce(c.committed, queen._start_offset(p.id, sb.from_ts)))
+                         FROM queen.subscriptions sb
+                         LEFT JOIN queen.consumers c ON c.partition_id = p.id AND c.group_name = sb.group_name
+                         WHERE sb.queue_name = x.name), -1))), 0)::bigint
+    FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
     WHERE p.queue_id = p_queue_id
 $$;
 
@@ -357,20 +384,6 @@ BEGIN
 END
 $fn$;
 
--- _start_offset is the cursor a subscription starts at on one partition:
--- -1 (from the beginning), or just before the first message with
--- created_at >= p_from.
-CREATE OR REPLACE FUNCTION queen._start_offset(p_pid uuid, p_from timestamptz)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN p_from IS NULL THEN -1 ELSE coalesce(
-        (SELECT s.base_offset + cardinality(s.txids) - 1
-         FROM queen.segments s
-         WHERE s.partition_id = p_pid AND s.created_at < p_from
-         ORDER BY s.base_offset DESC LIMIT 1),
-        (SELECT CASE WHEN p.last_pushed_at < p_from THEN p.last_offset ELSE -1 END
-         FROM queen.partitions p WHERE p.id = p_pid)) END
-$$;
-
 -- _ensure_consumer creates the (partition, group) cursor if missing.
 CREATE OR REPLACE FUNCTION queen._ensure_consumer(p_pid uuid, p_queue_id bigint, p_group text,
                                                    p_from timestamptz, p_now timestamptz)
@@ -609,46 +622,40 @@ $fn$;
 -- ---------------------------------------------------------------------------
 -- ack
 
--- _find_offset resolves a transactionId to its offset in a partition,
--- looking first at what was delivered to the group, then at the dedup keys,
--- then at recent history below the cursor and the undelivered tail.
-CREATE OR REPLACE FUNCTION queen._find_offset(p_pid uuid, p_txid text, p_committed bigint,
-                                               p_delivered bigint)
+-- _locate_beyond resolves a transactionId that the group's delivered window
+-- (p_committed, p_delivered] does not hold: the lowest stored offset above
+-- p_delivered holding it (an ack of an undelivered message, which is
+-- rejected), or NULL when no stored message after the cursor holds it —
+-- then the message is at or below the cursor and the ack is an
+-- "already committed" no-op, however old it is. The cost is bounded by the
+-- partition's unconsumed span, never by its history: a live dedup key
+-- (which names the newest message with that id) answers at once; without
+-- one only the undelivered tail is read.
+CREATE OR REPLACE FUNCTION queen._locate_beyond(p_pid uuid, p_txid text, p_committed bigint,
+                                                 p_delivered bigint)
 RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
+    v_key bigint;
     v_off bigint;
-    v_seg bigint;
 BEGIN
-    IF p_delivered > p_committed THEN
-        SELECT coalesce(max(base_offset), 0) INTO v_seg FROM queen.segments
-        WHERE partition_id = p_pid AND base_offset <= p_committed + 1;
-        SELECT s.base_offset + u.ord - 1 INTO v_off
-        FROM queen.segments s CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
-        WHERE s.partition_id = p_pid AND s.base_offset >= v_seg AND s.base_offset <= p_delivered
-          AND u.txid = p_txid AND s.base_offset + u.ord - 1 > p_committed
-        ORDER BY 1 LIMIT 1;
-        IF v_off IS NOT NULL THEN
-            RETURN v_off;
+    SELECT msg_offset INTO v_key FROM queen.dedup WHERE transaction_id = p_txid AND partition_id = p_pid;
+    IF FOUND THEN
+        IF v_key <= p_delivered THEN
+            RETURN NULL;  -- committed, or removed by retention
         END IF;
-    END IF;
-    SELECT msg_offset INTO v_off FROM queen.dedup WHERE partition_id = p_pid AND transaction_id = p_txid;
-    IF v_off IS NOT NULL THEN
-        RETURN v_off;
-    END IF;
-    SELECT s.base_offset + u.ord - 1 INTO v_off
-    FROM (SELECT * FROM queen.segments WHERE partition_id = p_pid AND base_offset <= p_committed
-          ORDER BY base_offset DESC LIMIT 1000) s
-    CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
-    WHERE u.txid = p_txid
-    ORDER BY 1 DESC LIMIT 1;
-    IF v_off IS NOT NULL THEN
-        RETURN v_off;
+        IF EXISTS (SELECT 1 FROM queen.segments s
+                   WHERE s.partition_id = p_pid AND s.base_offset <= v_key
+                     AND s.base_offset + cardinality(s.txids) > v_key) THEN
+            RETURN v_key;
+        END IF;
+        RETURN NULL;
     END IF;
     SELECT s.base_offset + u.ord - 1 INTO v_off
-    FROM (SELECT * FROM queen.segments WHERE partition_id = p_pid AND base_offset > p_delivered
-          ORDER BY base_offset LIMIT 1000) s
-    CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
-    WHERE u.txid = p_txid
+    FROM queen.segments s CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
+    WHERE s.partition_id = p_pid
+      AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.segments s2
+                                     WHERE s2.partition_id = p_pid AND s2.base_offset <= p_delivered + 1), 0)
+      AND u.txid = p_txid AND s.base_offset + u.ord - 1 > p_delivered
     ORDER BY 1 LIMIT 1;
     RETURN v_off;
 END
@@ -656,27 +663,48 @@ $fn$;
 
 -- _ack applies acknowledgements [{partitionId, transactionId, status,
 -- group, leaseId, error}] (status normalized to completed | failed | retry |
--- dlq by the caller). Returns {ok, results}. When any item is invalid
--- nothing is written and ok is false.
+-- dlq by the caller) in one transaction. Returns {ok, results}. When any
+-- item is invalid nothing is written and ok is false.
+--
+-- The rule (SPEC §3.5), per (partition, group) with cursor C. Each offset
+-- above C the call mentions carries its strongest status (dlq > failed >
+-- retry > completed) and is one of:
+--   a resolution   completed; dlq; failed whose attempt exceeds retryLimit
+--                  (dead-lettered);
+--   a stop signal  retry; failed with attempts left; or a retry/failed
+--                  beyond the batch_end of a live lease — another
+--                  consumer's: it is declined (not applied), but it still
+--                  stops the call.
+-- With the highest resolved offset and the lowest stop signal:
+--   committed = max(C, min(highest_resolved, lowest_stop - 1))
+-- Dead-letter signals at or below the new cursor are applied, those above
+-- are not. Example: span (2,5], [3 completed, 4 failed, 5 completed] →
+-- committed = min(5, 4 - 1) = 3; offset 4 comes back with one more attempt,
+-- then 5. Offsets the call does not mention count as covered.
 CREATE OR REPLACE FUNCTION queen._ack(p_items json, p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    v_now    timestamptz := coalesce(p_now, clock_timestamp());
-    v_items  queen.ack_item[];
-    v_units  queen.ack_unit[] := '{}';
-    u        record;
-    sig      record;
-    cr       queen.consumers;
-    un       queen.ack_unit;
-    v_limit  int;
-    v_L      bigint;
-    v_Lfail  boolean;
-    v_Latt   int;
-    v_H      bigint;
-    v_att    int;
-    v_new    bigint;
-    v_attn   int;
-    v_bad    boolean;
+    v_now              timestamptz := coalesce(p_now, clock_timestamp());
+    v_items            queen.ack_item[];
+    v_units            queen.ack_unit[] := '{}';
+    u                  record;
+    sig                record;
+    cr                 queen.consumers;
+    v_retry_limit      int;
+    v_live_lease       boolean;
+    v_head_attempts    int;   -- attempts so far of the signal's message
+    v_highest_resolved bigint;
+    v_lowest_stop      bigint;
+    v_stop_applied     boolean;
+    v_stop_attempts    int;   -- the stop's attempts when it is a failed
+    v_dead_offs        bigint[];
+    v_dead_errors      text[];
+    v_dead_attempts    int[];
+    v_applied_dead     bigint[];
+    v_committed        bigint;
+    v_attempts         int;
+    v_released         boolean;
+    v_bad              boolean;
 BEGIN
     -- Lock the cursors in one fixed order.
     FOR u IN
@@ -691,22 +719,20 @@ BEGIN
                            WHEN it.part_missing THEN 'partition not found'
                            WHEN it.committed IS NULL THEN
                              format('message not delivered to consumer group %s', it.grp)
-                           WHEN it.off IS NULL THEN 'message not found'
-                           WHEN it.off <= it.committed THEN NULL
+                           WHEN it.off IS NULL THEN NULL  -- at or below the cursor: a no-op
                            WHEN it.off > it.delivered THEN
                              format('message not delivered to consumer group %s', it.grp)
                            WHEN it.lease IS NOT NULL AND (it.cur_lease IS DISTINCT FROM it.lease
                                                           OR it.expires <= v_now)
                              THEN 'invalid or expired lease'
                          END,
-                         CASE
-                           WHEN it.part_missing OR (it.committed IS NOT NULL AND it.off IS NULL) THEN 'not_found'
-                           ELSE 'conflict'
-                         END)::queen.ack_item ORDER BY it.idx)
+                         CASE WHEN it.part_missing THEN 'not_found' ELSE 'conflict' END)::queen.ack_item
+                     ORDER BY it.idx)
     INTO v_items
     FROM (
-        -- Resolve transactionIds to offsets: first among what was delivered
-        -- to the group (one scan of each cursor's window), then elsewhere.
+        -- Resolve transactionIds to offsets above the cursor: first among
+        -- what was delivered to the group (one scan of each cursor's
+        -- window), then in the undelivered tail.
         WITH itm AS (
             SELECT t.ord - 1 AS idx, (t.i->>'partitionId')::uuid AS pid, t.i->>'group' AS grp,
                    t.i->>'transactionId' AS txid, t.i->>'status' AS status,
@@ -743,8 +769,9 @@ BEGIN
             ORDER BY itm.idx, w.off
         )
         SELECT itm.*,
-               coalesce(hit.off, CASE WHEN itm.committed IS NOT NULL THEN
-                   queen._find_offset(itm.pid, itm.txid, itm.committed, itm.committed) END) AS off
+               CASE WHEN hit.off IS NOT NULL THEN hit.off
+                    WHEN itm.committed IS NOT NULL THEN
+                        queen._locate_beyond(itm.pid, itm.txid, itm.committed, itm.delivered) END AS off
         FROM itm LEFT JOIN hit ON hit.idx = itm.idx
     ) it;
 
@@ -762,89 +789,100 @@ BEGIN
 
     FOR u IN SELECT DISTINCT x.pid, x.grp FROM unnest(v_items) x ORDER BY 1, 2 LOOP
         SELECT * INTO cr FROM queen.consumers WHERE partition_id = u.pid AND group_name = u.grp;
-        SELECT retry_limit INTO v_limit FROM queen.queues WHERE id = cr.queue_id;
-        un := ROW(u.pid, u.grp, cr.committed, cr.committed, false, NULL, '{}')::queen.ack_unit;
-        v_L := NULL; v_H := NULL; v_Lfail := false; v_Latt := 0;
+        SELECT retry_limit INTO v_retry_limit FROM queen.queues WHERE id = cr.queue_id;
+        v_live_lease := cr.lease_id IS NOT NULL AND cr.lease_expires_at > v_now;
+        v_highest_resolved := NULL;
+        v_lowest_stop := NULL;
+        v_stop_applied := false;
+        v_stop_attempts := NULL;
+        v_dead_offs := '{}';
+        v_dead_errors := '{}';
+        v_dead_attempts := '{}';
+        v_applied_dead := '{}';
 
-        -- The strongest signal per offset above the cursor: dlq > failed > retry > completed.
+        -- Each mentioned offset above the cursor, with its strongest status;
+        -- a dead letter keeps the first dlq item's error, else the first
+        -- failed item's.
         FOR sig IN
-            SELECT x.off, max(CASE x.status WHEN 'dlq' THEN 4 WHEN 'failed' THEN 3
-                                            WHEN 'retry' THEN 2 ELSE 1 END) AS rank
+            SELECT x.off,
+                   (array_agg(x.status ORDER BY CASE x.status WHEN 'dlq' THEN 4 WHEN 'failed' THEN 3
+                                                             WHEN 'retry' THEN 2 ELSE 1 END DESC))[1] AS status,
+                   bool_or(x.status = 'failed') AS any_failed,
+                   (array_agg(x.err ORDER BY (x.status = 'dlq') DESC, x.idx)
+                        FILTER (WHERE x.status IN ('dlq', 'failed') AND x.err IS NOT NULL))[1] AS err
             FROM unnest(v_items) x
-            WHERE x.pid = u.pid AND x.grp = u.grp AND x.off > cr.committed
+            WHERE x.pid = u.pid AND x.grp = u.grp AND x.off IS NOT NULL
             GROUP BY x.off ORDER BY x.off
         LOOP
-            EXIT WHEN v_L IS NOT NULL;  -- nothing above the lowest stop signal applies
-            -- A retry or failed beyond the live lease's span comes from a
-            -- consumer whose lease is gone: it must not end another
-            -- consumer's lease, so it is not applied.
-            CONTINUE WHEN sig.rank IN (2, 3) AND cr.lease_id IS NOT NULL
-                      AND cr.lease_expires_at > v_now AND sig.off > cr.batch_end;
-            IF sig.rank = 3 THEN
-                v_att := CASE WHEN sig.off = cr.committed + 1 THEN cr.attempts ELSE 0 END + 1;
-                IF v_att > v_limit THEN
-                    v_H := sig.off;
-                    un.dlq_offs := un.dlq_offs || sig.off;
-                ELSE
-                    v_L := sig.off; v_Lfail := true; v_Latt := v_att;
+            v_head_attempts := CASE WHEN sig.off = cr.committed + 1 THEN cr.attempts ELSE 0 END;
+            IF sig.status = 'completed' THEN
+                v_highest_resolved := sig.off;
+            ELSIF sig.status = 'dlq' THEN
+                v_highest_resolved := sig.off;
+                v_dead_offs := array_append(v_dead_offs, sig.off);
+                v_dead_errors := array_append(v_dead_errors, sig.err);
+                v_dead_attempts := array_append(v_dead_attempts,
+                                                v_head_attempts + CASE WHEN sig.any_failed THEN 1 ELSE 0 END);
+            ELSIF v_live_lease AND sig.off > cr.batch_end THEN
+                -- A retry or failed from a consumer whose lease is gone: it
+                -- must not end another consumer's lease, nor be turned into
+                -- a commit. Declined, it still stops the call.
+                IF v_lowest_stop IS NULL THEN
+                    v_lowest_stop := sig.off;
                 END IF;
-            ELSIF sig.rank = 2 THEN
-                v_L := sig.off; v_Lfail := false;
-            ELSE
-                v_H := sig.off;
-                IF sig.rank = 4 THEN
-                    un.dlq_offs := un.dlq_offs || sig.off;
-                END IF;
+            ELSIF sig.status = 'failed' AND v_head_attempts + 1 > v_retry_limit THEN
+                v_highest_resolved := sig.off;
+                v_dead_offs := array_append(v_dead_offs, sig.off);
+                v_dead_errors := array_append(v_dead_errors, sig.err);
+                v_dead_attempts := array_append(v_dead_attempts, v_head_attempts + 1);
+            ELSIF v_lowest_stop IS NULL THEN
+                v_lowest_stop := sig.off;
+                v_stop_applied := true;
+                v_stop_attempts := CASE WHEN sig.status = 'failed' THEN v_head_attempts + 1 END;
             END IF;
         END LOOP;
 
-        v_new := coalesce(v_H, cr.committed);
-        IF v_L IS NOT NULL AND v_L - 1 < v_new THEN
-            v_new := v_L - 1;
+        -- committed = max(C, min(highest_resolved, lowest_stop - 1))
+        v_committed := coalesce(v_highest_resolved, cr.committed);
+        IF v_lowest_stop IS NOT NULL THEN
+            v_committed := least(v_committed, v_lowest_stop - 1);
         END IF;
-        v_new := greatest(v_new, cr.committed);
-        -- Dead-letter signals above the new cursor are not applied.
-        un.dlq_offs := ARRAY(SELECT o FROM unnest(un.dlq_offs) o WHERE o <= v_new);
+        v_committed := greatest(v_committed, cr.committed);
 
-        FOR sig IN
-            SELECT o AS off,
-                   (SELECT x.err FROM unnest(v_items) x
-                    WHERE x.pid = u.pid AND x.grp = u.grp AND x.off = o
-                    ORDER BY (x.status = 'dlq') DESC, (x.status = 'failed') DESC LIMIT 1) AS err,
-                   (SELECT bool_or(x.status = 'failed') FROM unnest(v_items) x
-                    WHERE x.pid = u.pid AND x.grp = u.grp AND x.off = o) AS failed
-            FROM unnest(un.dlq_offs) o ORDER BY o
-        LOOP
-            v_att := CASE WHEN sig.off = cr.committed + 1 THEN cr.attempts ELSE 0 END;
-            IF sig.failed THEN
-                v_att := v_att + 1;
+        -- Dead letters at or below the new cursor are applied.
+        FOR i IN 1 .. coalesce(array_length(v_dead_offs, 1), 0) LOOP
+            IF v_dead_offs[i] <= v_committed THEN
+                PERFORM queen._dead_letter(u.pid, u.grp, v_dead_offs[i], v_dead_errors[i],
+                                           v_dead_attempts[i], v_now);
+                v_applied_dead := array_append(v_applied_dead, v_dead_offs[i]);
             END IF;
-            PERFORM queen._dead_letter(u.pid, u.grp, sig.off, sig.err, v_att, v_now);
         END LOOP;
 
-        IF v_L IS NOT NULL AND v_L = v_new + 1 THEN
-            v_attn := CASE WHEN v_Lfail THEN v_Latt
-                           WHEN v_new = cr.committed THEN cr.attempts ELSE 0 END;
-        ELSE
-            v_attn := CASE WHEN v_new = cr.committed THEN cr.attempts ELSE 0 END;
-        END IF;
+        -- The new head's attempts: a failed stop right above the cursor
+        -- consumed one; a moved cursor starts a fresh head.
+        v_attempts := CASE
+            WHEN v_stop_applied AND v_lowest_stop = v_committed + 1 AND v_stop_attempts IS NOT NULL
+                THEN v_stop_attempts
+            WHEN v_committed > cr.committed THEN 0
+            ELSE cr.attempts END;
+        -- The lease ends when the cursor reaches batch_end or an applied
+        -- stop signal ends the batch; a partial ack keeps it.
+        v_released := cr.lease_id IS NOT NULL AND (v_stop_applied OR v_committed >= cr.batch_end);
 
-        un.new := v_new;
-        un.stop_off := v_L;
-        un.released := cr.lease_id IS NOT NULL
-                        AND (v_L IS NOT NULL OR v_new >= coalesce(cr.batch_end, v_new));
         UPDATE queen.consumers
-        SET committed = v_new,
-            delivered = greatest(delivered, v_new),
-            attempts = v_attn,
-            head_only = CASE WHEN v_new > cr.committed THEN false ELSE head_only END,
-            batch_end = CASE WHEN un.released THEN NULL ELSE batch_end END,
-            lease_id = CASE WHEN un.released THEN NULL ELSE lease_id END,
-            lease_expires_at = CASE WHEN un.released THEN NULL ELSE lease_expires_at END,
-            worker_id = CASE WHEN un.released THEN NULL ELSE worker_id END,
+        SET committed = v_committed,
+            delivered = greatest(delivered, v_committed),
+            attempts = v_attempts,
+            head_only = CASE WHEN v_committed > cr.committed THEN false ELSE head_only END,
+            batch_end = CASE WHEN v_released THEN NULL ELSE batch_end END,
+            lease_id = CASE WHEN v_released THEN NULL ELSE lease_id END,
+            lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
+            worker_id = CASE WHEN v_released THEN NULL ELSE worker_id END,
             updated_at = v_now
         WHERE partition_id = u.pid AND group_name = u.grp;
-        v_units := v_units || un;
+        v_units := v_units || ROW(u.pid, u.grp, cr.committed, v_committed, v_released,
+                                  CASE WHEN v_stop_applied THEN v_lowest_stop END,
+                                  v_applied_dead)::queen.ack_unit;
     END LOOP;
 
     RETURN json_build_object('ok', true, 'results', (
@@ -854,13 +892,12 @@ BEGIN
                    'queue', xq.name, 'partition', p.name,
                    'success', true,
                    'result', CASE
-                       WHEN x.off <= un2.old THEN 'already committed'
+                       WHEN x.off IS NULL THEN 'already committed'
                        WHEN x.off = ANY (un2.dlq_offs) THEN 'dead-lettered'
                        WHEN x.off <= un2.new THEN 'committed'
                        WHEN x.off = un2.stop_off THEN 'redelivered'
                        ELSE 'not applied' END,
-                   'dlq', x.off > un2.old AND x.off = ANY (un2.dlq_offs)
-                          AND x.status IN ('dlq', 'failed'),
+                   'dlq', coalesce(x.off = ANY (un2.dlq_offs) AND x.status IN ('dlq', 'failed'), false),
                    'committed', un2.new,
                    'leaseReleased', un2.released)
                ORDER BY x.idx)
@@ -1057,10 +1094,16 @@ DECLARE
     d     queen.dlq;
     v_res json;
 BEGIN
-    SELECT * INTO d FROM queen.dlq
-    WHERE partition_id = p_pid AND transaction_id = p_txid
-      AND (p_group IS NULL OR consumer_group = p_group)
-    ORDER BY id DESC LIMIT 1;
+    -- Delete first: a concurrent retry of the same address waits for this
+    -- one's row locks, then finds nothing and answers not found, so the
+    -- message is re-pushed exactly once.
+    WITH gone AS (
+        DELETE FROM queen.dlq
+        WHERE partition_id = p_pid AND transaction_id = p_txid
+          AND (p_group IS NULL OR consumer_group = p_group)
+        RETURNING *
+    )
+    SELECT * INTO d FROM gone ORDER BY id DESC LIMIT 1;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
@@ -1068,9 +1111,6 @@ BEGIN
                  'queue', d.queue_name, 'partition', d.partition_name,
                  'payload', d.payload::json, 'transactionId', p_new_txid, 'traceId', d.trace_id)),
              p_now);
-    DELETE FROM queen.dlq
-    WHERE partition_id = p_pid AND transaction_id = p_txid
-      AND (p_group IS NULL OR consumer_group = p_group);
     RETURN v_res->0;
 END
 $fn$;
@@ -1136,9 +1176,14 @@ BEGIN
         SELECT sg.ctid
         FROM queen.queues x
         JOIN queen.partitions p ON p.queue_id = x.id
+        -- The slowest subscribed group: its cursor, or its subscription
+        -- start while it has no cursor here (a group subscribed after a
+        -- segment never holds it back).
         CROSS JOIN LATERAL (
-            SELECT min(c.committed) AS low, count(*) AS n
-            FROM queen.consumers c WHERE c.partition_id = p.id) cm
+            SELECT min(coalesce(c.committed, queen._start_offset(p.id, sb.from_ts))) AS low
+            FROM queen.subscriptions sb
+            LEFT JOIN queen.consumers c ON c.partition_id = p.id AND c.group_name = sb.group_name
+            WHERE sb.queue_name = x.name) cm
         CROSS JOIN LATERAL (
             SELECT s.ctid FROM queen.segments s
             WHERE s.partition_id = p.id
@@ -1146,8 +1191,7 @@ BEGIN
               AND s.base_offset + cardinality(s.txids) - 1 <= cm.low
             ORDER BY s.base_offset LIMIT p_limit) sg
         WHERE x.completed_retention_seconds > 0
-          AND cm.n > 0
-          AND cm.n >= (SELECT count(*) FROM queen.subscriptions sb WHERE sb.queue_name = x.name)
+          AND cm.low IS NOT NULL
         LIMIT p_limit));
     GET DIAGNOSTICS v_complete = ROW_COUNT;
 
