@@ -47,8 +47,8 @@ func DefaultOptions() Options {
 // OptionsPatch is a partial update: nil keeps the current value.
 type OptionsPatch struct {
 	LeaseTime, RetryLimit, DedupWindow, DelayedProcessing, WindowBuffer *int
-	MaxSize                                                              *int64
-	Retention, CompletedRetention                                        *int
+	MaxSize                                                             *int64
+	Retention, CompletedRetention                                       *int
 }
 
 // Message is one logged message.
