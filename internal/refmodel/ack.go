@@ -110,9 +110,15 @@ func (m *Model) Ack(items []AckItem, now time.Time) ([]AckResult, error) {
 		}
 		c := p.cursors[it.Group]
 		if c == nil {
-			res[i] = AckResult{Code: CodeConflict, Error: fmt.Sprintf("message not delivered to consumer group %s", it.Group)}
-			rejected = true
-			continue
+			// A subscribed group that has not read the partition yet is at
+			// its subscription start.
+			if _, ok := m.subs[subKey{it.Queue, it.Group}]; !ok {
+				res[i] = AckResult{Code: CodeConflict, Error: fmt.Sprintf("message not delivered to consumer group %s", it.Group)}
+				rejected = true
+				continue
+			}
+			start := m.position(m.queues[it.Queue], p, it.Group)
+			c = &cursor{committed: start, delivered: start}
 		}
 		off := findAfterCursor(p, c.committed, it.TxID)
 		resolved[i].offset = off
@@ -232,6 +238,11 @@ func (u unitOutcome) result(r resolvedItem) AckResult {
 
 func (m *Model) applyUnit(q *queue, p *partition, group string, items []resolvedItem, now time.Time) unitOutcome {
 	c := p.cursors[group]
+	if c == nil {
+		// Not read yet: every item is at or below the start, a no-op.
+		start := m.position(q, p, group)
+		return unitOutcome{oldCommitted: start, committed: start, appliedStop: -1}
+	}
 	live := c.lease != nil && c.lease.expires.After(now)
 
 	// The strongest signal per offset above the cursor; the error text is

@@ -325,6 +325,9 @@ func (m *Model) subscribe(queueName, group, mode string, from time.Time, now tim
 		return s
 	}
 	s := subscription{mode: ModeAll}
+	if group == QueueModeGroup {
+		mode = ModeAll // queue mode starts at 0
+	}
 	switch mode {
 	case ModeNew:
 		t := now

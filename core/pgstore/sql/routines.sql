@@ -459,7 +459,6 @@ BEGIN
         RETURN r;
     END IF;
 
-    v_lim := CASE WHEN cr.head_only THEN 1 ELSE p_budget END;
     v_from := cr.committed + 1;
     SELECT max(base_offset) INTO v_seg FROM queen.segments
     WHERE partition_id = p_pid AND base_offset <= v_from;
@@ -483,8 +482,10 @@ BEGIN
         WHERE partition_id = p_pid AND group_name = p_group;
         cr.committed := v_seg - 1;
         cr.attempts := 0;
+        cr.head_only := false;  -- the head that came alone is gone
         v_from := v_seg;
     END IF;
+    v_lim := CASE WHEN cr.head_only THEN 1 ELSE p_budget END;
 
     SELECT array_agg(json_build_object(
                'id', queen.message_id(p_pid, m.off),
@@ -741,10 +742,22 @@ BEGIN
                                WHERE p.id = (t.i->>'partitionId')::uuid) AS part_missing,
                    c.committed, c.delivered, c.cur_lease, c.expires
             FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
+            -- The group's cursor; a subscribed group that has not read the
+            -- partition yet is at its subscription start.
             LEFT JOIN LATERAL (
                 SELECT cc.committed, cc.delivered, cc.lease_id AS cur_lease, cc.lease_expires_at AS expires
                 FROM queen.consumers cc
-                WHERE cc.partition_id = (t.i->>'partitionId')::uuid AND cc.group_name = t.i->>'group') c ON true
+                WHERE cc.partition_id = (t.i->>'partitionId')::uuid AND cc.group_name = t.i->>'group'
+                UNION ALL
+                SELECT st.start, st.start, NULL, NULL
+                FROM (SELECT queen._start_offset(p.id, sb.from_ts) AS start
+                      FROM queen.partitions p
+                      JOIN queen.queues x ON x.id = p.queue_id
+                      JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = t.i->>'group'
+                      WHERE p.id = (t.i->>'partitionId')::uuid) st
+                WHERE NOT EXISTS (SELECT 1 FROM queen.consumers cc
+                                  WHERE cc.partition_id = (t.i->>'partitionId')::uuid
+                                    AND cc.group_name = t.i->>'group')) c ON true
         ),
         units AS (
             SELECT DISTINCT pid, grp, committed, delivered FROM itm
@@ -789,6 +802,17 @@ BEGIN
 
     FOR u IN SELECT DISTINCT x.pid, x.grp FROM unnest(v_items) x ORDER BY 1, 2 LOOP
         SELECT * INTO cr FROM queen.consumers WHERE partition_id = u.pid AND group_name = u.grp;
+        IF NOT FOUND THEN
+            -- A subscribed group that has not read this partition: every
+            -- item is at or below its start, a no-op.
+            SELECT queen._start_offset(p.id, sb.from_ts) INTO v_committed
+            FROM queen.partitions p
+            JOIN queen.queues x ON x.id = p.queue_id
+            JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = u.grp
+            WHERE p.id = u.pid;
+            v_units := v_units || ROW(u.pid, u.grp, v_committed, v_committed, false, NULL, '{}')::queen.ack_unit;
+            CONTINUE;
+        END IF;
         SELECT retry_limit INTO v_retry_limit FROM queen.queues WHERE id = cr.queue_id;
         v_live_lease := cr.lease_id IS NOT NULL AND cr.lease_expires_at > v_now;
         v_highest_resolved := NULL;
