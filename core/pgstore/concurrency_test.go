@@ -20,6 +20,7 @@ import (
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/refmodel"
 )
 
 // TestConcurrencyChecker runs many producers, consumers and groups against
@@ -1029,15 +1030,19 @@ func (h *ccHistory) checkLog(db *ccDB) {
 
 type ccExpectedDLQ struct {
 	attempts int
-	err      string // "" for expiries: the text is the store's
+	err      string
 	how      string
 }
 
-// checkDeliveries replays each (group, partition) history in record order
-// against the model: redeliveries start at the cursor, first deliveries are
-// in offset order, leases never overlap, retryCount counts failed acks and
-// expiries, ack results are as predicted. It returns the dead letters the
-// model expects.
+// checkDeliveries replays each (group, partition) history, in record order
+// (the cursor lock serializes it), through the reference model
+// (internal/refmodel): every pop must deliver what the model delivers from
+// its cursor (offsets and retryCounts: redeliveries start at the cursor, the
+// head comes alone after an expiry), every ack result must be the model's,
+// an abandoned lease expires in the model too, and the history must end
+// where the database's cursor is. Besides the model it checks what only a
+// concurrent run shows: leases never overlap and first deliveries come in
+// offset order. It returns the dead letters the model expects.
 func (h *ccHistory) checkDeliveries(db *ccDB) map[ccGAddr]ccExpectedDLQ {
 	t := h.t
 	expected := map[ccGAddr]ccExpectedDLQ{}
@@ -1075,11 +1080,23 @@ func (h *ccHistory) checkDeliveries(db *ccDB) map[ccGAddr]ccExpectedDLQ {
 	for _, k := range keys {
 		name := db.names[k.pid]
 		where := fmt.Sprintf("group %s partition %s", k.group, name)
-		committed := int64(-1) // the model's cursor
+
+		// The model holds the partition's log as the database does.
+		m := refmodel.New()
+		m.Configure(ccQueue, refmodel.OptionsPatch{LeaseTime: ccIntPtr(ccLeaseTime), RetryLimit: ccIntPtr(ccRetryLimit),
+			DedupWindow: ccIntPtr(0)})
+		var log []refmodel.PushItem
+		for off := int64(0); off <= db.last[k.pid]; off++ {
+			e := db.log[ccAddr{k.pid, off}]
+			log = append(log, refmodel.PushItem{Queue: ccQueue, Partition: name, TxID: e.tx, Payload: e.payload})
+		}
+		now := pgstoretest.Epoch
+		if _, err := m.Push(log, now); err != nil {
+			fail("%s: model push: %v", where, err)
+			continue
+		}
+
 		maxDelivered := int64(-1)
-		headOnly := false
-		headAttempts := 0 // failed attempts of the head (committed+1)
-		resolved := map[int64]string{}
 		var firsts []int64
 		var prev *ccPart
 		for _, pt := range h.byGP[k] {
@@ -1087,13 +1104,6 @@ func (h *ccHistory) checkDeliveries(db *ccDB) map[ccGAddr]ccExpectedDLQ {
 			a := pt.msgs[0].msg.Offset
 			b := pt.msgs[len(pt.msgs)-1].msg.Offset
 			h.stats.deliveries += len(pt.msgs)
-			if a != committed+1 {
-				fail("%s: pop #%d delivered offsets %d..%d but the cursor was at %d", where, p.seq, a, b, committed)
-			}
-			if headOnly && len(pt.msgs) != 1 {
-				fail("%s: after a lease expiry the head %d must come alone until resolved, pop #%d delivered %d..%d",
-					where, committed+1, p.seq, a, b)
-			}
 			if prev != nil {
 				pp := prev.pop
 				if pp.abandoned && p.returned.Add(ccClockSlack).Before(pp.expires) {
@@ -1104,60 +1114,57 @@ func (h *ccHistory) checkDeliveries(db *ccDB) map[ccGAddr]ccExpectedDLQ {
 					fail("%s: pop #%d leased it before pop #%d's batch was acked: two leases at once", where, p.seq, pp.seq)
 				}
 			}
-			for i, d := range pt.msgs {
-				m := d.msg
-				if i > 0 && m.Offset != pt.msgs[i-1].msg.Offset+1 {
-					fail("%s: pop #%d not contiguous", where, p.seq)
+			prev = pt
+
+			// The pop, as the model makes it.
+			now = now.Add(time.Millisecond)
+			want, err := m.Pop(refmodel.PopRequest{Queue: ccQueue, Partition: name, Group: k.group,
+				Batch: len(pt.msgs), LeaseID: p.leaseID}, now)
+			if err != nil {
+				fail("%s: model pop: %v", where, err)
+				break
+			}
+			same := len(want.Messages) == len(pt.msgs)
+			for i := 0; same && i < len(pt.msgs); i++ {
+				got, w := pt.msgs[i].msg, want.Messages[i]
+				same = got.Offset == w.Offset && got.RetryCount == w.RetryCount && got.TransactionID == w.TxID
+			}
+			if !same {
+				var gotS []string
+				for _, d := range pt.msgs {
+					gotS = append(gotS, fmt.Sprintf("%d(rc=%d)", d.msg.Offset, d.msg.RetryCount))
 				}
-				if r, ok := resolved[m.Offset]; ok {
-					fail("%s: offset %d delivered again by pop #%d after it was resolved (%s)", where, m.Offset, p.seq, r)
-				}
-				want := 0
-				if m.Offset == committed+1 {
-					want = headAttempts
-				}
-				if m.RetryCount != want {
-					fail("%s: pop #%d delivered offset %d with retryCount %d, want %d", where, p.seq, m.Offset, m.RetryCount, want)
-				}
-				if m.Offset > maxDelivered {
-					if m.Offset != maxDelivered+1 {
-						fail("%s: offset %d first delivered before offset %d", where, m.Offset, maxDelivered+1)
+				fail("%s: pop #%d delivered %v; the model delivers %s", where, p.seq, gotS, describeModelMsgs(want.Messages))
+				break
+			}
+			for _, d := range pt.msgs {
+				off := d.msg.Offset
+				if off > maxDelivered {
+					if off != maxDelivered+1 {
+						fail("%s: offset %d first delivered before offset %d", where, off, maxDelivered+1)
 					}
-					maxDelivered = m.Offset
-					firsts = append(firsts, m.Offset)
+					maxDelivered = off
+					firsts = append(firsts, off)
 				} else {
 					h.stats.redeliveries++
 				}
-				h.checkMessage(fail, where, db, m)
+				h.checkMessage(fail, where, db, d.msg)
 			}
 
 			if p.abandoned {
-				// The lease expires: one failed attempt of the head.
+				// Nobody acks: the lease expires, in the model too (the
+				// next pop, or the final reap, notices).
 				h.stats.abandonedLeases++
-				att := headAttempts + 1
-				if att > ccRetryLimit {
-					expected[ccGAddr{k.group, k.pid, a}] = ccExpectedDLQ{attempts: att, how: "lease expiry"}
-					h.stats.expiryDLQ++
-					resolved[a] = "dead-lettered by lease expiry"
-					committed, headOnly, headAttempts = a, false, 0
-				} else {
-					headOnly, headAttempts = true, att
-				}
-				prev = pt
+				now = now.Add(ccLeaseTime*time.Second + time.Second)
 				continue
 			}
 			if p.ackErr {
-				prev = pt
-				continue
+				break
 			}
 
-			// The model of one batch ack over the span (committed, b].
-			type want struct {
-				result string
-				dlq    bool
-			}
-			wants := make([]want, len(pt.msgs))
-			for _, d := range pt.msgs {
+			// The batch ack, as the model answers it.
+			items := make([]refmodel.AckItem, len(pt.msgs))
+			for i, d := range pt.msgs {
 				switch d.status {
 				case queen.AckDLQ:
 					h.stats.dlqSent++
@@ -1166,94 +1173,37 @@ func (h *ccHistory) checkDeliveries(db *ccDB) map[ccGAddr]ccExpectedDLQ {
 				case queen.AckRetry:
 					h.stats.retrySent++
 				}
+				items[i] = refmodel.AckItem{Queue: ccQueue, Partition: name, TxID: d.msg.TransactionID,
+					Status: string(d.status), Group: k.group, LeaseID: p.leaseID, Error: d.err}
 			}
-			newC := committed
-			stop := -1
-			stopFailed := false
-			stopAtt := 0
-			dlqs := map[int]ccExpectedDLQ{}
-			for i, d := range pt.msgs {
-				att := 0
-				if d.msg.Offset == committed+1 {
-					att = headAttempts
-				}
-				switch d.status {
-				case queen.AckCompleted:
-					newC = d.msg.Offset
-				case queen.AckDLQ:
-					newC = d.msg.Offset
-					dlqs[i] = ccExpectedDLQ{attempts: att, err: d.err, how: "dlq ack"}
-				case queen.AckFailed:
-					if att+1 > ccRetryLimit {
-						newC = d.msg.Offset
-						dlqs[i] = ccExpectedDLQ{attempts: att + 1, err: d.err, how: "failed ack past retryLimit"}
-					} else {
-						stop, stopFailed, stopAtt = i, true, att+1
-					}
-				case queen.AckRetry:
-					stop = i
-				}
-				if stop >= 0 {
-					break
-				}
+			now = now.Add(time.Millisecond)
+			wants, err := m.Ack(items, now)
+			if err != nil {
+				fail("%s: pop #%d: the model rejects the ack of span (%d..%d]: %v %s", where, p.seq, a-1, b, err, describeModelAck(wants))
+				break
 			}
 			for i, d := range pt.msgs {
-				switch {
-				case stop >= 0 && i > stop:
-					wants[i] = want{result: queen.ResultNotApplied}
-				case i == stop:
-					wants[i] = want{result: queen.ResultRedelivered}
-				case dlqs[i].how != "":
-					wants[i] = want{result: queen.ResultDeadLettered, dlq: true}
-				default:
-					wants[i] = want{result: queen.ResultCommitted}
-				}
-				r := d.res
+				r, w := d.res, wants[i]
 				if r == nil {
 					fail("%s: pop #%d offset %d: no ack result recorded", where, p.seq, d.msg.Offset)
 					continue
 				}
-				if !r.Success || r.Result != wants[i].result || r.DLQ != wants[i].dlq ||
-					r.Committed == nil || *r.Committed != newC || !r.LeaseReleased ||
-					r.Offset == nil || *r.Offset != d.msg.Offset || r.PartitionID != k.pid || r.ConsumerGroup != k.group {
-					got := fmt.Sprintf("success=%v result=%q dlq=%v committed=%s released=%v offset=%s err=%q",
-						r.Success, r.Result, r.DLQ, ccI64(r.Committed), r.LeaseReleased, ccI64(r.Offset), r.Error)
-					fail("%s: pop #%d ack of offset %d (%s, retryCount %d) in span (%d,%d]: got %s; want result=%q dlq=%v committed=%d released=true",
-						where, p.seq, d.msg.Offset, d.status, d.msg.RetryCount, committed, b, got, wants[i].result, wants[i].dlq, newC)
+				if !r.Success || r.Result != w.Result || r.DLQ != w.DLQ || r.Committed == nil || *r.Committed != w.Committed ||
+					r.LeaseReleased != w.LeaseReleased || !eqOffset(r.Offset, w.Offset) ||
+					r.PartitionID != k.pid || r.ConsumerGroup != k.group {
+					fail("%s: pop #%d ack of offset %d (%s, retryCount %d): got %s; the model says %s",
+						where, p.seq, d.msg.Offset, d.status, d.msg.RetryCount, describeAckResults([]queen.AckResult{*r}),
+						describeModelAck([]refmodel.AckResult{w}))
 				}
 			}
-			for i, x := range dlqs {
-				off := pt.msgs[i].msg.Offset
-				expected[ccGAddr{k.group, k.pid, off}] = x
-				resolved[off] = x.how
-				if x.how == "dlq ack" {
-					h.stats.explicitDLQ++
-				} else {
-					h.stats.failedDLQ++
-				}
-			}
-			for off := committed + 1; off <= newC; off++ {
-				if _, ok := resolved[off]; !ok {
-					resolved[off] = "committed"
-				}
-			}
-			switch {
-			case newC > committed:
-				headOnly = false
-				headAttempts = 0
-				if stop >= 0 && stopFailed {
-					headAttempts = stopAtt
-				}
-			case stop >= 0 && stopFailed:
-				headAttempts = stopAtt
-			}
-			committed = newC
-			prev = pt
 		}
+		// Expiries nobody noticed before the drain were the reaper's.
+		m.Reap(now.Add(time.Hour))
 
 		last := db.last[k.pid]
-		if committed != last {
-			fail("%s: the history ends with the cursor at %d, last_offset is %d", where, committed, last)
+		c, _ := m.Cursor(ccQueue, name, k.group)
+		if c.Committed != last {
+			fail("%s: the history ends with the model's cursor at %d, last_offset is %d", where, c.Committed, last)
 		}
 		if maxDelivered != last {
 			fail("%s: offsets up to %d were delivered, last_offset is %d", where, maxDelivered, last)
@@ -1263,13 +1213,22 @@ func (h *ccHistory) checkDeliveries(db *ccDB) map[ccGAddr]ccExpectedDLQ {
 				fail("%s: first deliveries out of order: %d after %d", where, firsts[i], firsts[i-1])
 			}
 		}
-		for off := int64(0); off <= last; off++ {
-			if _, ok := resolved[off]; !ok {
-				fail("%s: offset %d was never resolved (completed or dead-lettered)", where, off)
-			}
+		if row, ok := db.consumers[k]; ok && row.committed != c.Committed {
+			fail("%s: the database cursor is %d, the model's %d", where, row.committed, c.Committed)
 		}
-		if c, ok := db.consumers[k]; ok && c.committed != committed {
-			fail("%s: the database cursor is %d, the acknowledged history puts it at %d", where, c.committed, committed)
+		for _, d := range m.DeadLetters() {
+			how := "dlq ack"
+			switch {
+			case strings.HasPrefix(d.Error, "lease expired"):
+				how = "lease expiry"
+				h.stats.expiryDLQ++
+			case strings.HasPrefix(d.Error, "cc failed"):
+				how = "failed ack past retryLimit"
+				h.stats.failedDLQ++
+			default:
+				h.stats.explicitDLQ++
+			}
+			expected[ccGAddr{k.group, k.pid, d.Offset}] = ccExpectedDLQ{attempts: d.Attempts, err: d.Error, how: how}
 		}
 	}
 	if nfail > 40 {

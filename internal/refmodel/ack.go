@@ -117,7 +117,7 @@ func (m *Model) Ack(items []AckItem, now time.Time) ([]AckResult, error) {
 				rejected = true
 				continue
 			}
-			start := m.position(m.queues[it.Queue], p, it.Group)
+			start := startOffset(p, m.subs[subKey{it.Queue, it.Group}])
 			c = &cursor{committed: start, delivered: start}
 		}
 		off := findAfterCursor(p, c.committed, it.TxID)
@@ -240,8 +240,8 @@ func (m *Model) applyUnit(q *queue, p *partition, group string, items []resolved
 	c := p.cursors[group]
 	if c == nil {
 		// Not read yet: every item is at or below the start, a no-op.
-		start := m.position(q, p, group)
-		return unitOutcome{oldCommitted: start, committed: start, appliedStop: -1}
+		pos := m.position(q, p, group)
+		return unitOutcome{oldCommitted: pos, committed: pos, appliedStop: -1}
 	}
 	live := c.lease != nil && c.lease.expires.After(now)
 
@@ -323,7 +323,10 @@ func (m *Model) applyUnit(q *queue, p *partition, group string, items []resolved
 	}
 	newCommitted = max(newCommitted, c.committed)
 
-	out := unitOutcome{oldCommitted: c.committed, committed: newCommitted, deadLettered: map[int64]bool{}, appliedStop: -1}
+	// The result reports the cursor as listings show it: never before the
+	// oldest stored message (what retention removed cannot be read).
+	out := unitOutcome{oldCommitted: c.committed, committed: max(newCommitted, p.firstStored()-1),
+		deadLettered: map[int64]bool{}, appliedStop: -1}
 	for _, off := range offs {
 		if s := byOffset[off]; s.kind == deadLetter && off <= newCommitted {
 			out.deadLettered[off] = true

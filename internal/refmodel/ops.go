@@ -205,13 +205,16 @@ func (m *Model) subscribers(queueName string) []string {
 	return out
 }
 
-// position is a subscribed group's cursor on a partition: its committed
-// offset, or its subscription start when it has not read the partition yet.
+// position is a subscribed group's position on a partition, as listings,
+// lag and depth count it: its committed offset, or its subscription start
+// when it has not read the partition yet — and never before the oldest
+// stored message, since what retention removed cannot be read.
 func (m *Model) position(q *queue, p *partition, group string) int64 {
+	pos := startOffset(p, m.subs[subKey{q.name, group}])
 	if c := p.cursors[group]; c != nil {
-		return c.committed
+		pos = c.committed
 	}
-	return startOffset(p, m.subs[subKey{q.name, group}])
+	return max(pos, p.firstStored()-1)
 }
 
 // ---------------------------------------------------------------------------
@@ -297,7 +300,7 @@ func (m *Model) LastOffset(queueName, partitionName string) int64 {
 }
 
 // Lag is a group's lag on a queue: the sum over partitions of
-// lastOffset - committed (SPEC §4: exact from offsets).
+// lastOffset - position (SPEC §4: exact from offsets).
 func (m *Model) Lag(group, queueName string) int64 {
 	var lag int64
 	for _, pn := range m.Partitions(queueName) {

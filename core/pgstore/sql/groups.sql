@@ -12,14 +12,13 @@ FROM (
     LEFT JOIN queen.queues x ON x.name = s.queue_name
     CROSS JOIN LATERAL (
         SELECT count(c.partition_id) AS partitions,
-               coalesce(sum(p.last_offset - coalesce(c.committed,
-                   queen._start_offset(p.id, s.from_ts))), 0)::bigint AS lag,
+               coalesce(sum(p.last_offset - queen.group_position(p.id, c.committed, s.from_ts)), 0)::bigint AS lag,
                count(c.lease_id) AS leases,
                coalesce(json_agg(json_build_object(
                    'queue', s.queue_name, 'partition', p.name, 'partitionId', p.id,
-                   'committed', coalesce(c.committed, queen._start_offset(p.id, s.from_ts)),
+                   'committed', queen.group_position(p.id, c.committed, s.from_ts),
                    'lastOffset', p.last_offset,
-                   'lag', p.last_offset - coalesce(c.committed, queen._start_offset(p.id, s.from_ts)),
+                   'lag', p.last_offset - queen.group_position(p.id, c.committed, s.from_ts),
                    'attempts', coalesce(c.attempts, 0), 'leaseId', c.lease_id,
                    'leaseExpiresAt', c.lease_expires_at, 'batchEnd', c.batch_end,
                    'worker', c.worker_id) ORDER BY p.name) FILTER (WHERE p.id IS NOT NULL AND $2::boolean),

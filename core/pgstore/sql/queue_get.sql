@@ -13,8 +13,7 @@ SELECT json_build_object(
                    'subscriptionFrom', s.from_ts,
                    'partitions', (SELECT count(*) FROM queen.consumers c
                                   WHERE c.queue_id = x.id AND c.group_name = s.group_name),
-                   'lag', (SELECT coalesce(sum(p.last_offset - coalesce(c.committed,
-                                   queen._start_offset(p.id, s.from_ts))), 0)
+                   'lag', (SELECT coalesce(sum(p.last_offset - queen.group_position(p.id, c.committed, s.from_ts)), 0)
                            FROM queen.partitions p
                            LEFT JOIN queen.consumers c ON c.partition_id = p.id AND c.group_name = s.group_name
                            WHERE p.queue_id = x.id),

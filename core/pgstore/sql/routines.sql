@@ -60,22 +60,30 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
          FROM queen.partitions p WHERE p.id = p_pid)) END
 $$;
 
+-- group_position is a subscribed group's position on a partition, as
+-- listings, lag and depth count it: its cursor (p_committed), or its
+-- subscription start while it has no cursor there — and never before the
+-- oldest stored message, since what retention removed cannot be read.
+-- Lag is lastOffset - group_position.
+CREATE OR REPLACE FUNCTION queen.group_position(p_pid uuid, p_committed bigint, p_from timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT greatest(coalesce(p_committed, queen._start_offset(p_pid, p_from)),
+                    coalesce((SELECT min(s.base_offset) - 1 FROM queen.segments s WHERE s.partition_id = p_pid),
+                             (SELECT p.last_offset FROM queen.partitions p WHERE p.id = p_pid)))
+$$;
+
 -- Unconsumed messages of a queue (what maxSize caps): per partition, the
--- stored messages after the slowest subscribed group's position — its
--- cursor, or its subscription start while it has no cursor there; all
+-- stored messages after the slowest subscribed group's position; all
 -- stored messages when no group subscribes. Messages removed by retention
 -- do not count.
 CREATE OR REPLACE FUNCTION queen.queue_depth(p_queue_id bigint)
 RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT coalesce(sum(p.last_offset - greatest(
-               -- just before the oldest stored message
-               coalesce((SELECT min(s.base_offset) - 1 FROM queen.segments s WHERE s.partition_id = p.id),
-                        p.last_offset),
-               -- the slowest subscribed group
-               coalesce((SELECT min(coalesce(c.committed, queen._start_offset(p.id, sb.from_ts)))
-                         FROM queen.subscriptions sb
-                         LEFT JOIN queen.consumers c ON c.partition_id = p.id AND c.group_name = sb.group_name
-                         WHERE sb.queue_name = x.name), -1))), 0)::bigint
+    SELECT coalesce(sum(p.last_offset - coalesce(
+               (SELECT min(queen.group_position(p.id, c.committed, sb.from_ts))
+                FROM queen.subscriptions sb
+                LEFT JOIN queen.consumers c ON c.partition_id = p.id AND c.group_name = sb.group_name
+                WHERE sb.queue_name = x.name),
+               queen.group_position(p.id, -1, NULL))), 0)::bigint
     FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
     WHERE p.queue_id = p_queue_id
 $$;
@@ -805,7 +813,7 @@ BEGIN
         IF NOT FOUND THEN
             -- A subscribed group that has not read this partition: every
             -- item is at or below its start, a no-op.
-            SELECT queen._start_offset(p.id, sb.from_ts) INTO v_committed
+            SELECT queen.group_position(p.id, NULL, sb.from_ts) INTO v_committed
             FROM queen.partitions p
             JOIN queen.queues x ON x.id = p.queue_id
             JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = u.grp
@@ -904,7 +912,9 @@ BEGIN
             worker_id = CASE WHEN v_released THEN NULL ELSE worker_id END,
             updated_at = v_now
         WHERE partition_id = u.pid AND group_name = u.grp;
-        v_units := v_units || ROW(u.pid, u.grp, cr.committed, v_committed, v_released,
+        -- Reported as listings show it: never before the oldest stored message.
+        v_units := v_units || ROW(u.pid, u.grp, cr.committed,
+                                  queen.group_position(u.pid, v_committed, NULL), v_released,
                                   CASE WHEN v_stop_applied THEN v_lowest_stop END,
                                   v_applied_dead)::queen.ack_unit;
     END LOOP;
@@ -1204,7 +1214,7 @@ BEGIN
         -- start while it has no cursor here (a group subscribed after a
         -- segment never holds it back).
         CROSS JOIN LATERAL (
-            SELECT min(coalesce(c.committed, queen._start_offset(p.id, sb.from_ts))) AS low
+            SELECT min(queen.group_position(p.id, c.committed, sb.from_ts)) AS low
             FROM queen.subscriptions sb
             LEFT JOIN queen.consumers c ON c.partition_id = p.id AND c.group_name = sb.group_name
             WHERE sb.queue_name = x.name) cm

@@ -6,8 +6,7 @@ SELECT json_build_object(
             FROM (SELECT queue_name, count(*) AS n FROM queen.dlq GROUP BY queue_name) d),
     'lag', (SELECT coalesce(json_object_agg(l.k, l.lag), '{}'::json) FROM (
               SELECT s.group_name || chr(31) || s.queue_name AS k,
-                     coalesce(sum(p.last_offset - coalesce(c.committed,
-                         queen._start_offset(p.id, s.from_ts))), 0)::bigint AS lag
+                     coalesce(sum(p.last_offset - queen.group_position(p.id, c.committed, s.from_ts)), 0)::bigint AS lag
               FROM queen.subscriptions s
               JOIN queen.queues x ON x.name = s.queue_name
               JOIN queen.partitions p ON p.queue_id = x.id
