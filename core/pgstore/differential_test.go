@@ -49,6 +49,7 @@ func TestDifferential(t *testing.T) {
 	var failed atomic.Bool
 	var ran, totalSteps atomic.Int64
 	var wg sync.WaitGroup
+	cov := &dCoverage{n: map[string]int{}}
 	start := time.Now()
 	for w := 0; w < workers; w++ {
 		env := pgstoretest.New(t)
@@ -62,7 +63,7 @@ func TestDifferential(t *testing.T) {
 				}
 				seed := first + i
 				ops := genSequence(seed, steps)
-				if at, msg := runSequence(env, seed, 0, ops); msg != "" {
+				if at, msg := runSequence(env, seed, 0, ops, cov); msg != "" {
 					if !failed.CompareAndSwap(false, true) {
 						return
 					}
@@ -71,13 +72,57 @@ func TestDifferential(t *testing.T) {
 						seed, at, len(ops), msg, len(short), shortMsg, formatOps(short), seed)
 					return
 				}
-				ran.Add(1)
 				totalSteps.Add(int64(len(ops)))
+				if n := ran.Add(1); sequences >= 500 && n%250 == 0 {
+					t.Logf("differential: %d of %d sequences, %d steps, no mismatch so far (%v)",
+						n, sequences, totalSteps.Load(), time.Since(start).Round(time.Second))
+				}
 			}
 		}()
 	}
 	wg.Wait()
 	t.Logf("differential: %d sequences, %d steps, no mismatch, in %v", ran.Load(), totalSteps.Load(), time.Since(start).Round(time.Millisecond))
+	cov.report(t, !failed.Load() && sequences >= 50)
+}
+
+// dCoverage counts the paths the sequences exercised; a full run must
+// exercise every one it claims to check.
+type dCoverage struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// dPaths are the paths a default run must have exercised.
+var dPaths = []string{
+	"push: duplicate", "push: queue full", "pop: wildcard", "pop: several partitions", "pop: autoAck",
+	"pop: redelivery with retryCount", "pop: expiry noticed on a partition not served",
+	"ack: " + queen.ResultCommitted, "ack: " + queen.ResultAlreadyCommitted, "ack: " + queen.ResultDeadLettered,
+	"ack: " + queen.ResultRedelivered, "ack: " + queen.ResultNotApplied,
+	"ack rejected: invalid or expired lease", "ack rejected: message not delivered", "ack rejected: partition not found",
+	"ack: without leaseId", "reap: lease expired", "reap: dead-lettered by expiry", "reap: retention",
+	"reap: completed retention", "seek", "dead letter: retried", "dead letter: deleted", "lease: extended",
+}
+
+func (c *dCoverage) add(path string, n int) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[path] += n
+}
+
+func (c *dCoverage) report(t *testing.T, require bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for _, p := range dPaths {
+		parts = append(parts, fmt.Sprintf("%s %d", p, c.n[p]))
+		if require && c.n[p] == 0 {
+			t.Errorf("the sequences never exercised %q", p)
+		}
+	}
+	t.Logf("differential: exercised %s", strings.Join(parts, ", "))
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -123,8 +168,10 @@ type dOp struct {
 	autoAck           bool
 	mode              string
 	fromAgo           time.Duration
-	// ack
-	acks []dAckItem
+	// ack; wholeBatch acks every offset of the delivered span in order,
+	// with the items' statuses in turn, as a consumer would
+	acks       []dAckItem
+	wholeBatch bool
 	// advance, extend
 	d time.Duration
 	// seek
@@ -149,8 +196,12 @@ const (
 
 type dAckItem struct {
 	part, group string
-	offset      int64 // resolved to a transactionId when the step runs
-	status      string
+	// The offset, resolved when the step runs: inSpan picks the rel-th
+	// offset of the delivered span (committed, delivered] (wrapping),
+	// otherwise committed - 1 + rel, which may lie outside it.
+	rel    int
+	inSpan bool
+	status string
 	lease       string
 	err         string
 	unknownPart bool
@@ -215,7 +266,14 @@ func (o dOp) String() string {
 			if a.unknownPart {
 				p = "<unknown partition>"
 			}
-			parts = append(parts, fmt.Sprintf("%s %s@%d %s lease=%s", g(a.group), p, a.offset, a.status, a.lease))
+			where := fmt.Sprintf("committed-1+%d", a.rel)
+			if a.inSpan {
+				where = fmt.Sprintf("span[%d]", a.rel)
+			}
+			parts = append(parts, fmt.Sprintf("%s %s@%s %s lease=%s", g(a.group), p, where, a.status, a.lease))
+		}
+		if o.wholeBatch {
+			return "ack whole span of " + parts[0] + " with statuses of [" + strings.Join(parts, "; ") + "]"
 		}
 		return "ack [" + strings.Join(parts, "; ") + "]"
 	case dAdvance:
@@ -262,6 +320,10 @@ func genSequence(seed uint64, steps int) []dOp {
 	chance := func(p float64) bool { return rng.Float64() < p }
 
 	parts := dPartitionNames[:1+rng.IntN(len(dPartitionNames))]
+	var groups []string
+	for _, i := range rng.Perm(len(dGroups))[:1+rng.IntN(len(dGroups))] {
+		groups = append(groups, dGroups[i])
+	}
 	profile := refmodel.OptionsPatch{
 		LeaseTime:   ptr(2 + rng.IntN(9)),
 		RetryLimit:  ptr(rng.IntN(4)),
@@ -302,7 +364,7 @@ func genSequence(seed uint64, steps int) []dOp {
 			}
 		case r < 48:
 			o.kind = dPop
-			o.group = dGroups[rng.IntN(len(dGroups))]
+			o.group = groups[rng.IntN(len(groups))]
 			if chance(0.4) {
 				o.part = parts[rng.IntN(len(parts))]
 			}
@@ -319,13 +381,12 @@ func genSequence(seed uint64, steps int) []dOp {
 			}
 		case r < 74:
 			o.kind = dAck
-			group := dGroups[rng.IntN(len(dGroups))]
+			o.wholeBatch = chance(0.35)
+			group := groups[rng.IntN(len(groups))]
 			part := parts[rng.IntN(len(parts))]
 			role := []string{leaseCurrent, leaseCurrent, leaseCurrent, leaseNone, leaseNone, leaseStale, leaseBogus}[rng.IntN(7)]
 			for k := 1 + rng.IntN(4); k > 0; k-- {
-				a := dAckItem{part: part, group: group, lease: role,
-					// an offset around the delivered span, resolved at run time
-					offset: int64(rng.IntN(8)) - 1,
+				a := dAckItem{part: part, group: group, lease: role, rel: rng.IntN(8), inSpan: chance(0.85),
 					status: []string{"completed", "completed", "completed", "failed", "failed", "retry", "dlq"}[rng.IntN(7)]}
 				if chance(0.12) {
 					a.part = parts[rng.IntN(len(parts))]
@@ -353,7 +414,7 @@ func genSequence(seed uint64, steps int) []dOp {
 			o.kind = dReap
 		case r < 94:
 			o.kind = dSeek
-			o.group = dGroups[rng.IntN(len(dGroups))]
+			o.group = groups[rng.IntN(len(groups))]
 			switch rng.IntN(4) {
 			case 0:
 				o.seek.toEnd = true
@@ -378,7 +439,7 @@ func genSequence(seed uint64, steps int) []dOp {
 			o.pick, o.byGroup = rng.IntN(100), chance(0.5)
 		case r < 99:
 			o.kind = dExtend
-			o.group = dGroups[rng.IntN(len(dGroups))]
+			o.group = groups[rng.IntN(len(groups))]
 			o.part = parts[rng.IntN(len(parts))]
 			o.d = time.Duration(1+rng.IntN(10)) * time.Second
 		default:
@@ -403,7 +464,7 @@ func shrink(env *pgstoretest.Env, seed uint64, ops []dOp, msg string) ([]dOp, st
 		for i := 1; i+chunk <= len(ops) && time.Now().Before(deadline); { // op 0 (the profile) stays
 			try := append(append([]dOp{}, ops[:i]...), ops[i+chunk:]...)
 			attempt++
-			if at, m := runSequence(env, seed, attempt, try); m != "" {
+			if at, m := runSequence(env, seed, attempt, try, &dCoverage{n: map[string]int{}}); m != "" {
 				ops, msg = try[:at+1], m
 				continue
 			}
@@ -426,17 +487,18 @@ type dRun struct {
 	names  map[string]string // id -> name
 	leases map[[2]string][]string
 	gen    int
+	cov    *dCoverage
 }
 
 func (r *dRun) now() time.Time { return r.clock.Now() }
 
 // runSequence runs ops on a fresh queue; it returns the failing step and a
 // description, or "" when every step matched.
-func runSequence(env *pgstoretest.Env, seed uint64, attempt int, ops []dOp) (int, string) {
+func runSequence(env *pgstoretest.Env, seed uint64, attempt int, ops []dOp, cov *dCoverage) (int, string) {
 	clock := pgstoretest.NewClock(pgstoretest.Epoch)
 	r := &dRun{env: env, clock: clock, store: pgstore.New(env.Pool, pgstore.Config{Clock: clock.Now}),
 		model: refmodel.New(), queue: fmt.Sprintf("diff-%d-%d", seed, attempt),
-		pids: map[string]string{}, names: map[string]string{}, leases: map[[2]string][]string{}}
+		pids: map[string]string{}, names: map[string]string{}, leases: map[[2]string][]string{}, cov: cov}
 	defer func() { _ = r.store.DeleteQueue(ctx, r.queue) }()
 	for i, o := range ops {
 		if msg := r.step(o); msg != "" {
@@ -503,9 +565,13 @@ func (r *dRun) step(o dOp) string {
 			return fmt.Sprintf("push: engine err %v, model err %v", err, merr)
 		}
 		if err != nil {
+			r.cov.add("push: queue full", 1)
 			return ""
 		}
 		for i := range got {
+			if got[i].Status == queen.StatusDuplicate {
+				r.cov.add("push: duplicate", 1)
+			}
 			if m := r.learnPartition(o.items[i].part, got[i].PartitionID); m != "" {
 				return m
 			}
@@ -570,6 +636,20 @@ func (r *dRun) step(o dOp) string {
 				return fmt.Sprintf("pop message %d: engine %s, model %s", i, describeMsgs(r, got.Messages), describeModelMsgs(want.Messages))
 			}
 		}
+		if o.part == "" && len(got.Messages) > 0 {
+			r.cov.add("pop: wildcard", 1)
+			if len(mreq.Chosen) > 1 {
+				r.cov.add("pop: several partitions", 1)
+			}
+		}
+		if o.autoAck && len(got.Messages) > 0 {
+			r.cov.add("pop: autoAck", 1)
+		}
+		for _, m := range got.Messages {
+			if m.RetryCount > 0 {
+				r.cov.add("pop: redelivery with retryCount", 1)
+			}
+		}
 		if (got.LeaseID != "") != want.Leased {
 			return fmt.Sprintf("pop: engine lease %q, model leased=%v", got.LeaseID, want.Leased)
 		}
@@ -589,9 +669,10 @@ func (r *dRun) step(o dOp) string {
 		}
 
 	case dAck:
-		acks := make([]queen.Ack, len(o.acks))
-		mitems := make([]refmodel.AckItem, len(o.acks))
-		for i, a := range o.acks {
+		items := r.resolveAcks(o)
+		acks := make([]queen.Ack, len(items))
+		mitems := make([]refmodel.AckItem, len(items))
+		for i, a := range items {
 			tx := fmt.Sprintf("absent-%d", a.offset)
 			if msg, ok := r.model.Message(r.queue, a.part, a.offset); ok {
 				tx = msg.TxID
@@ -608,6 +689,19 @@ func (r *dRun) step(o dOp) string {
 		}
 		got, err := r.store.Ack(ctx, acks)
 		want, merr := r.model.Ack(mitems, now)
+		for i, g := range got {
+			switch {
+			case g.Success:
+				r.cov.add("ack: "+g.Result, 1)
+				if acks[i].LeaseID == "" {
+					r.cov.add("ack: without leaseId", 1)
+				}
+			case strings.HasPrefix(g.Error, "message not delivered"):
+				r.cov.add("ack rejected: message not delivered", 1)
+			case g.Code != "skipped":
+				r.cov.add("ack rejected: "+g.Error, 1)
+			}
+		}
 		if (err == nil) != (merr == nil) {
 			return fmt.Sprintf("ack: engine err %v results %s; model err %v results %s", err, describeAckResults(got), merr, describeModelAck(want))
 		}
@@ -635,6 +729,10 @@ func (r *dRun) step(o dOp) string {
 			return fmt.Sprintf("reap: %v", err)
 		}
 		want := r.model.Reap(now)
+		r.cov.add("reap: lease expired", got.LeasesExpired)
+		r.cov.add("reap: dead-lettered by expiry", got.DeadLettered)
+		r.cov.add("reap: retention", got.SegmentsRetained)
+		r.cov.add("reap: completed retention", got.SegmentsCompleted)
 		if got.LeasesExpired != want.LeasesExpired || got.DeadLettered != want.DeadLettered ||
 			got.SegmentsRetained != want.SegmentsRetained || got.SegmentsCompleted != want.SegmentsCompleted {
 			return fmt.Sprintf("reap: engine %+v, model %+v", got, want)
@@ -672,6 +770,9 @@ func (r *dRun) step(o dOp) string {
 		if err == nil && !reflect.DeepEqual(gotMap, want) {
 			return fmt.Sprintf("seek: engine %v, model %v", gotMap, want)
 		}
+		if err == nil {
+			r.cov.add("seek", 1)
+		}
 
 	case dDLQRetry, dDLQDelete:
 		rows := r.model.DeadLetters()
@@ -690,6 +791,7 @@ func (r *dRun) step(o dOp) string {
 			if err != nil || n != want {
 				return fmt.Sprintf("delete dead letter: engine %d %v, model %d", n, err, want)
 			}
+			r.cov.add("dead letter: deleted", n)
 			return ""
 		}
 		got, err := r.store.RetryDeadLetter(ctx, pid, d.TxID, group)
@@ -703,6 +805,9 @@ func (r *dRun) step(o dOp) string {
 		}
 		if err == nil && (got.Offset != want.Offset || got.Status != queen.StatusQueued) {
 			return fmt.Sprintf("retry dead letter: engine offset %d %s, model %d", got.Offset, got.Status, want.Offset)
+		}
+		if err == nil {
+			r.cov.add("dead letter: retried", 1)
 		}
 
 	case dExtend:
@@ -720,6 +825,9 @@ func (r *dRun) step(o dOp) string {
 		live := r.model.ExtendLease(lease, secs, now)
 		if (err == nil) != live {
 			return fmt.Sprintf("extend lease %s: engine err %v, model live=%v", lease, err, live)
+		}
+		if live {
+			r.cov.add("lease: extended", 1)
 		}
 	}
 	return ""
@@ -749,8 +857,45 @@ func uniqueParts(msgs []refmodel.Delivered) []string {
 	return out
 }
 
+type dResolvedAck struct {
+	dAckItem
+	offset int64
+}
+
+// resolveAcks turns an ack step into items with offsets, from the model's
+// cursors now.
+func (r *dRun) resolveAcks(o dOp) []dResolvedAck {
+	var out []dResolvedAck
+	for _, a := range o.acks {
+		if _, known := r.pids[a.part]; !known && !a.unknownPart {
+			// Not pushed to yet: ack the first partition that was.
+			if names := r.model.Partitions(r.queue); len(names) > 0 {
+				a.part = names[0]
+			}
+		}
+		c, _ := r.model.Cursor(r.queue, a.part, a.group)
+		if o.wholeBatch {
+			for i, off := 0, c.Committed+1; off <= c.Delivered; i, off = i+1, off+1 {
+				b := a
+				b.status, b.err = o.acks[i%len(o.acks)].status, o.acks[i%len(o.acks)].err
+				out = append(out, dResolvedAck{b, off})
+			}
+			if len(out) == 0 {
+				out = append(out, dResolvedAck{a, c.Committed + 1})
+			}
+			return out
+		}
+		off := c.Committed - 1 + int64(a.rel)
+		if span := c.Delivered - c.Committed; a.inSpan && span > 0 {
+			off = c.Committed + 1 + int64(a.rel)%span
+		}
+		out = append(out, dResolvedAck{a, off})
+	}
+	return out
+}
+
 // leaseFor resolves an ack item's lease role to a lease id.
-func (r *dRun) leaseFor(a dAckItem) string {
+func (r *dRun) leaseFor(a dResolvedAck) string {
 	hist := r.leases[[2]string{a.part, groupName(a.group)}]
 	switch a.lease {
 	case leaseCurrent:
@@ -792,6 +937,7 @@ func (r *dRun) followTouches(group string) string {
 		probe.Touch(r.queue, name, group, r.now())
 		if touched, _ := probe.Cursor(r.queue, name, group); cursorsEqual(got, touched) {
 			r.model = probe
+			r.cov.add("pop: expiry noticed on a partition not served", 1)
 		}
 	}
 	return ""

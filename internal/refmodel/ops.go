@@ -250,7 +250,10 @@ type CursorState struct {
 	LastOffset int64
 	Lag        int64 // LastOffset - Committed
 	Attempts   int
-	LeaseID    string // "" when no lease (an expired one not yet ended counts)
+	// Delivered is the highest offset ever handed out to the group there
+	// (acks beyond it are rejected); listings do not show it.
+	Delivered int64
+	LeaseID   string // "" when no lease (an expired one not yet ended counts)
 	BatchEnd   int64  // -1 when no lease
 	Expires    time.Time
 }
@@ -271,8 +274,9 @@ func (m *Model) Cursor(queueName, partitionName, group string) (CursorState, boo
 	p := q.parts[partitionName]
 	st := CursorState{Committed: m.position(q, p, group), LastOffset: p.last(), BatchEnd: -1}
 	st.Lag = st.LastOffset - st.Committed
+	st.Delivered = st.Committed
 	if c := p.cursors[group]; c != nil {
-		st.Attempts = c.attempts
+		st.Attempts, st.Delivered = c.attempts, c.delivered
 		if c.lease != nil {
 			st.LeaseID, st.BatchEnd, st.Expires = c.lease.id, c.lease.batchEnd, c.lease.expires
 		}
