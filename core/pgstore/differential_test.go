@@ -199,9 +199,9 @@ type dAckItem struct {
 	// The offset, resolved when the step runs: inSpan picks the rel-th
 	// offset of the delivered span (committed, delivered] (wrapping),
 	// otherwise committed - 1 + rel, which may lie outside it.
-	rel    int
-	inSpan bool
-	status string
+	rel         int
+	inSpan      bool
+	status      string
 	lease       string
 	err         string
 	unknownPart bool

@@ -254,8 +254,8 @@ type CursorState struct {
 	// (acks beyond it are rejected); listings do not show it.
 	Delivered int64
 	LeaseID   string // "" when no lease (an expired one not yet ended counts)
-	BatchEnd   int64  // -1 when no lease
-	Expires    time.Time
+	BatchEnd  int64  // -1 when no lease
+	Expires   time.Time
 }
 
 // Cursor returns a subscribed group's position on a partition; a group that
