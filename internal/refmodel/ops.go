@@ -168,13 +168,7 @@ func (m *Model) Reap(now time.Time) ReapStats {
 				continue
 			}
 			for _, p := range q.parts {
-				low := int64(-1)
-				for i, g := range groups {
-					pos := m.position(q, p, g)
-					if i == 0 || pos < low {
-						low = pos
-					}
-				}
+				low := m.slowest(q, p, groups)
 				st.SegmentsCompleted += p.dropSegments(func(s segment) bool {
 					return s.createdAt.Before(cut) && s.last() <= low
 				})
@@ -217,6 +211,17 @@ func (m *Model) position(q *queue, p *partition, group string) int64 {
 	return max(pos, p.firstStored()-1)
 }
 
+// slowest is the lowest position of groups on a partition (-1 for none).
+func (m *Model) slowest(q *queue, p *partition, groups []string) int64 {
+	low := int64(-1)
+	for i, g := range groups {
+		if pos := m.position(q, p, g); i == 0 || pos < low {
+			low = pos
+		}
+	}
+	return low
+}
+
 // ---------------------------------------------------------------------------
 // observations
 
@@ -232,14 +237,7 @@ func (m *Model) Depth(queueName string) int64 {
 	groups := m.subscribers(queueName)
 	var depth int64
 	for _, p := range q.parts {
-		low := int64(-1)
-		for i, g := range groups {
-			pos := m.position(q, p, g)
-			if i == 0 || pos < low {
-				low = pos
-			}
-		}
-		depth += p.last() - max(low, p.firstStored()-1)
+		depth += p.last() - max(m.slowest(q, p, groups), p.firstStored()-1)
 	}
 	return depth
 }
