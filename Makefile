@@ -27,7 +27,7 @@ test-infra: ## the CDK stack's template assertions (infra/ is its own module)
 check-model: ## the reference model's tests and 2,500 random sequences against it from a fresh seed (QUEEN_MODEL_SEED, QUEEN_MODEL_SEQUENCES)
 	$(GO) test -count=1 ./internal/refmodel
 	set -o pipefail; QUEEN_MODEL_SEED=$${QUEEN_MODEL_SEED:-$$(date +%s)} QUEEN_MODEL_SEQUENCES=$${QUEEN_MODEL_SEQUENCES:-2500} \
-	  $(GO) test -count=1 -timeout 60m -v -run '^TestDifferential$$' ./core/pgstore | grep -v '^=== '
+	  $(GO) test -count=1 -timeout 60m -v -run '^TestDifferential$$' ./core/pgstore | grep --line-buffered -v '^=== '
 
 .PHONY: synth
 synth: ## CloudFormation template, offline, in infra/cdk.out (uses build/lambda if built, else placeholders)
