@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -99,7 +100,8 @@ var dPaths = []string{
 	"ack: " + queen.ResultCommitted, "ack: " + queen.ResultAlreadyCommitted, "ack: " + queen.ResultDeadLettered,
 	"ack: " + queen.ResultRedelivered, "ack: " + queen.ResultNotApplied,
 	"ack rejected: invalid or expired lease", "ack rejected: message not delivered", "ack rejected: partition not found",
-	"ack: without leaseId", "reap: lease expired", "reap: dead-lettered by expiry", "reap: retention",
+	"ack: without leaseId", "pop: while a push is in flight", "transaction: applied", "transaction: repeated",
+	"transaction: refused for its lease", "transaction: refused for its acks", "reap: lease expired", "reap: dead-lettered by expiry", "reap: retention",
 	"reap: completed retention", "seek", "dead letter: retried", "dead letter: deleted", "lease: extended",
 }
 
@@ -153,6 +155,9 @@ const (
 	dDLQRetry
 	dDLQDelete
 	dExtend
+	dPushInFlight // push items held in flight during a wildcard pop
+	dTxn          // acks and push items in one transaction
+	dTxnRepeat    // the last transaction again
 )
 
 // dOp is one step. It is self-contained (offsets, not transactionIds;
@@ -179,6 +184,9 @@ type dOp struct {
 	// dead letters: which row (mod their number), and whether by group
 	pick    int
 	byGroup bool
+	// transaction: requireLease names the lease role of the first ack's
+	// cursor to require ("" none)
+	requireLease string
 }
 
 type dItem struct {
@@ -296,6 +304,14 @@ func (o dOp) String() string {
 		return fmt.Sprintf("delete dead letter #%d byGroup=%v", o.pick, o.byGroup)
 	case dExtend:
 		return fmt.Sprintf("extend lease of %s on %s by %v", g(o.group), o.part, o.d)
+	case dPushInFlight:
+		return fmt.Sprintf("%s held in flight during %s", dOp{kind: dPush, items: o.items}, dOp{kind: dPop, group: o.group,
+			batch: o.batch, partitions: o.partitions, mode: refmodel.ModeAll})
+	case dTxn:
+		return fmt.Sprintf("transaction {%s; %s; requiredLeases=%s}", dOp{kind: dAck, acks: o.acks, wholeBatch: o.wholeBatch},
+			dOp{kind: dPush, items: o.items}, o.requireLease)
+	case dTxnRepeat:
+		return "the last transaction again"
 	}
 	return "?"
 }
@@ -348,7 +364,7 @@ func genSequence(seed uint64, steps int) []dOp {
 	n := 0
 	for len(ops) < steps {
 		var o dOp
-		switch r := rng.IntN(100); {
+		switch r := rng.IntN(110); {
 		case r < 24:
 			o.kind = dPush
 			for k := 1 + rng.IntN(4); k > 0; k-- {
@@ -442,13 +458,36 @@ func genSequence(seed uint64, steps int) []dOp {
 			o.group = groups[rng.IntN(len(groups))]
 			o.part = parts[rng.IntN(len(parts))]
 			o.d = time.Duration(1+rng.IntN(10)) * time.Second
-		default:
+		case r < 100:
 			o.kind = dConfigure
 			if chance(0.5) {
 				o.opts.RetryLimit = ptr(rng.IntN(4))
 			} else {
 				o.opts.LeaseTime = ptr(2 + rng.IntN(9))
 			}
+		case r < 105:
+			o.kind = dTxn
+			o.wholeBatch = chance(0.5)
+			group, part := groups[rng.IntN(len(groups))], parts[rng.IntN(len(parts))]
+			for k := 1 + rng.IntN(3); k > 0; k-- {
+				o.acks = append(o.acks, dAckItem{part: part, group: group, lease: leaseCurrent, rel: rng.IntN(4), inSpan: true,
+					status: []string{"completed", "completed", "completed", "failed", "retry", "dlq"}[rng.IntN(6)], err: "txn"})
+			}
+			for k := rng.IntN(3); k > 0; k-- {
+				n++
+				o.items = append(o.items, dItem{part: parts[rng.IntN(len(parts))], n: n})
+			}
+			o.requireLease = []string{"", leaseCurrent, leaseCurrent, leaseStale}[rng.IntN(4)]
+		case r < 107:
+			o.kind = dTxnRepeat
+		default:
+			o.kind = dPushInFlight
+			for k := 1 + rng.IntN(2); k > 0; k-- {
+				n++
+				o.items = append(o.items, dItem{part: parts[rng.IntN(len(parts))], n: n})
+			}
+			o.group = groups[rng.IntN(len(groups))]
+			o.batch, o.partitions, o.mode = 1+rng.IntN(5), 1+rng.IntN(3), refmodel.ModeAll
 		}
 		ops = append(ops, o)
 	}
@@ -478,16 +517,17 @@ func shrink(env *pgstoretest.Env, seed uint64, ops []dOp, msg string) ([]dOp, st
 // running
 
 type dRun struct {
-	env    *pgstoretest.Env
-	store  *pgstore.Store
-	clock  *pgstoretest.Clock
-	model  *refmodel.Model
-	queue  string
-	pids   map[string]string // partition name -> id
-	names  map[string]string // id -> name
-	leases map[[2]string][]string
-	gen    int
-	cov    *dCoverage
+	env     *pgstoretest.Env
+	store   *pgstore.Store
+	clock   *pgstoretest.Clock
+	model   *refmodel.Model
+	queue   string
+	pids    map[string]string // partition name -> id
+	names   map[string]string // id -> name
+	leases  map[[2]string][]string
+	gen     int
+	cov     *dCoverage
+	lastTxn *dTxnRequest
 }
 
 func (r *dRun) now() time.Time { return r.clock.Now() }
@@ -540,153 +580,28 @@ func (r *dRun) step(o dOp) string {
 		r.model.Configure(r.queue, o.opts)
 
 	case dPush:
-		items := make([]queen.PushItem, len(o.items))
-		for i, it := range o.items {
-			items[i] = queen.PushItem{Queue: r.queue, Partition: it.part, TransactionID: it.tx, TraceID: it.trace,
-				Payload: payload(map[string]any{"n": it.n})}
-		}
+		items := r.pushItems(o)
 		got, err := r.store.Push(ctx, items)
-		mitems := make([]refmodel.PushItem, len(o.items))
-		for i, it := range o.items {
-			mitems[i] = refmodel.PushItem{Queue: r.queue, Partition: it.part, TxID: it.tx, TraceID: it.trace, Payload: string(items[i].Payload)}
-			if it.tx == "" && err == nil {
-				if got[i].TransactionID == "" || strings.HasPrefix(got[i].TransactionID, "t") && len(got[i].TransactionID) < 4 {
-					return fmt.Sprintf("push item %d: generated transactionId %q", i, got[i].TransactionID)
-				}
-				mitems[i].TxID = got[i].TransactionID
-			}
-			if it.tx == "" && err != nil {
-				r.gen++
-				mitems[i].TxID = fmt.Sprintf("gen-%d", r.gen) // fresh, like a UUIDv7
-			}
-		}
-		want, merr := r.model.Push(mitems, now)
-		if (err == nil) != (merr == nil) || (err != nil && !errors.Is(err, queen.ErrQueueFull)) {
-			return fmt.Sprintf("push: engine err %v, model err %v", err, merr)
-		}
-		if err != nil {
-			r.cov.add("push: queue full", 1)
-			return ""
-		}
-		for i := range got {
-			if got[i].Status == queen.StatusDuplicate {
-				r.cov.add("push: duplicate", 1)
-			}
-			if m := r.learnPartition(o.items[i].part, got[i].PartitionID); m != "" {
-				return m
-			}
-			status := queen.StatusQueued
-			if want[i].Duplicate {
-				status = queen.StatusDuplicate
-			}
-			if got[i].Status != status || got[i].Offset != want[i].Offset || got[i].Partition != o.items[i].part ||
-				(status == queen.StatusQueued && !got[i].CreatedAt.Equal(want[i].CreatedAt)) {
-				return fmt.Sprintf("push item %d: engine %s offset %d createdAt %s, model %s offset %d createdAt %s",
-					i, got[i].Status, got[i].Offset, got[i].CreatedAt, status, want[i].Offset, want[i].CreatedAt)
-			}
-		}
+		return r.checkPush(o, items, got, err, now)
 
 	case dPop:
-		req := queen.PopRequest{Queue: r.queue, Partition: o.part, ConsumerGroup: o.group, Batch: o.batch,
-			Partitions: o.partitions, AutoAck: o.autoAck, Mode: queen.SubscribeAll}
-		if o.part != "" {
-			req.Partitions = 1
+		return r.checkPop(ctx, o, now)
+
+	case dPushInFlight:
+		return r.pushInFlight(o, now)
+
+	case dTxn:
+		return r.transaction(o, now)
+
+	case dTxnRepeat:
+		if r.lastTxn == nil {
+			return ""
 		}
-		from := now.Add(-o.fromAgo)
-		switch o.mode {
-		case refmodel.ModeNew:
-			req.Mode = queen.SubscribeNew
-		case refmodel.ModeFrom:
-			req.Mode, req.From = queen.SubscribeFrom, from
-		}
-		got, err := r.store.Pop(ctx, req)
-		if err != nil {
-			return fmt.Sprintf("pop: %v", err)
-		}
-		mreq := refmodel.PopRequest{Queue: r.queue, Partition: o.part, Group: o.group, Batch: o.batch,
-			Partitions: req.Partitions, AutoAck: o.autoAck, Mode: o.mode, From: from, LeaseID: got.LeaseID}
-		for _, m := range got.Messages {
-			name, ok := r.names[m.PartitionID]
-			if !ok {
-				return fmt.Sprintf("pop delivered partition id %s, never pushed to", m.PartitionID)
-			}
-			if len(mreq.Chosen) == 0 || mreq.Chosen[len(mreq.Chosen)-1] != name {
-				mreq.Chosen = append(mreq.Chosen, name)
-			}
-		}
-		if o.part != "" {
-			mreq.Chosen = nil
-		}
-		want, merr := r.model.Pop(mreq, now)
-		if merr != nil {
-			return fmt.Sprintf("pop: engine delivered %s; the model says: %v", describeMsgs(r, got.Messages), merr)
-		}
-		if len(got.Messages) != len(want.Messages) {
-			return fmt.Sprintf("pop: engine delivered %s, model %s", describeMsgs(r, got.Messages), describeModelMsgs(want.Messages))
-		}
-		for i, m := range got.Messages {
-			w := want.Messages[i]
-			trace := ""
-			if m.TraceID != nil {
-				trace = *m.TraceID
-			}
-			if r.names[m.PartitionID] != w.Partition || m.Offset != w.Offset || m.TransactionID != w.TxID ||
-				string(m.Data) != w.Payload || trace != w.TraceID || !m.CreatedAt.Equal(w.CreatedAt) || m.RetryCount != w.RetryCount ||
-				m.Partition != w.Partition {
-				return fmt.Sprintf("pop message %d: engine %s, model %s", i, describeMsgs(r, got.Messages), describeModelMsgs(want.Messages))
-			}
-		}
-		if o.part == "" && len(got.Messages) > 0 {
-			r.cov.add("pop: wildcard", 1)
-			if len(mreq.Chosen) > 1 {
-				r.cov.add("pop: several partitions", 1)
-			}
-		}
-		if o.autoAck && len(got.Messages) > 0 {
-			r.cov.add("pop: autoAck", 1)
-		}
-		for _, m := range got.Messages {
-			if m.RetryCount > 0 {
-				r.cov.add("pop: redelivery with retryCount", 1)
-			}
-		}
-		if (got.LeaseID != "") != want.Leased {
-			return fmt.Sprintf("pop: engine lease %q, model leased=%v", got.LeaseID, want.Leased)
-		}
-		if want.Leased {
-			if got.LeaseExpiresAt == nil || !got.LeaseExpiresAt.Equal(want.LeaseExpires) {
-				return fmt.Sprintf("pop: lease expires %v, model %v", got.LeaseExpiresAt, want.LeaseExpires)
-			}
-			for _, name := range uniqueParts(want.Messages) {
-				k := [2]string{name, groupName(o.group)}
-				r.leases[k] = append(r.leases[k], got.LeaseID)
-			}
-		}
-		if o.part == "" {
-			// A wildcard pop may notice expired leases (or retention) on
-			// partitions it does not serve; follow the engine there.
-			return r.followTouches(o.group)
-		}
+		r.cov.add("transaction: repeated", 1)
+		return r.applyTxn(*r.lastTxn, now)
 
 	case dAck:
-		items := r.resolveAcks(o)
-		acks := make([]queen.Ack, len(items))
-		mitems := make([]refmodel.AckItem, len(items))
-		for i, a := range items {
-			tx := fmt.Sprintf("absent-%d", a.offset)
-			if msg, ok := r.model.Message(r.queue, a.part, a.offset); ok {
-				tx = msg.TxID
-			}
-			lease := r.leaseFor(a)
-			pid, part := r.pids[a.part], a.part
-			if a.unknownPart || pid == "" {
-				pid, part = "00000000-0000-0000-0000-0000000000aa", "<unknown>"
-			}
-			acks[i] = queen.Ack{PartitionID: pid, TransactionID: tx, Status: queen.AckStatus(a.status),
-				ConsumerGroup: a.group, LeaseID: lease, Error: a.err}
-			mitems[i] = refmodel.AckItem{Queue: r.queue, Partition: part, TxID: tx, Status: a.status, Group: a.group,
-				LeaseID: lease, Error: a.err}
-		}
+		acks, mitems := r.ackItems(o)
 		got, err := r.store.Ack(ctx, acks)
 		want, merr := r.model.Ack(mitems, now)
 		for i, g := range got {
@@ -705,20 +620,7 @@ func (r *dRun) step(o dOp) string {
 		if (err == nil) != (merr == nil) {
 			return fmt.Sprintf("ack: engine err %v results %s; model err %v results %s", err, describeAckResults(got), merr, describeModelAck(want))
 		}
-		if len(got) != len(want) {
-			return fmt.Sprintf("ack: %d results, model %d", len(got), len(want))
-		}
-		for i := range got {
-			g, w := got[i], want[i]
-			same := g.Success == w.Success && g.Code == w.Code && g.Error == w.Error
-			if w.Success {
-				same = same && g.Result == w.Result && g.DLQ == w.DLQ && g.LeaseReleased == w.LeaseReleased &&
-					g.Committed != nil && *g.Committed == w.Committed && eqOffset(g.Offset, w.Offset)
-			}
-			if !same {
-				return fmt.Sprintf("ack item %d: engine %s; model %s", i, describeAckResults(got), describeModelAck(want))
-			}
-		}
+		return compareAcks(got, want)
 
 	case dAdvance:
 		r.clock.Advance(o.d)
@@ -828,6 +730,298 @@ func (r *dRun) step(o dOp) string {
 		}
 		if live {
 			r.cov.add("lease: extended", 1)
+		}
+	}
+	return ""
+}
+
+// checkPop makes a pop on both sides and compares what they delivered.
+func (r *dRun) checkPop(ctx context.Context, o dOp, now time.Time) string {
+	req := queen.PopRequest{Queue: r.queue, Partition: o.part, ConsumerGroup: o.group, Batch: o.batch,
+		Partitions: o.partitions, AutoAck: o.autoAck, Mode: queen.SubscribeAll}
+	if o.part != "" {
+		req.Partitions = 1
+	}
+	from := now.Add(-o.fromAgo)
+	switch o.mode {
+	case refmodel.ModeNew:
+		req.Mode = queen.SubscribeNew
+	case refmodel.ModeFrom:
+		req.Mode, req.From = queen.SubscribeFrom, from
+	}
+	got, err := r.store.Pop(ctx, req)
+	if err != nil {
+		return fmt.Sprintf("pop: %v", err)
+	}
+	mreq := refmodel.PopRequest{Queue: r.queue, Partition: o.part, Group: o.group, Batch: o.batch,
+		Partitions: req.Partitions, AutoAck: o.autoAck, Mode: o.mode, From: from, LeaseID: got.LeaseID}
+	for _, m := range got.Messages {
+		name, ok := r.names[m.PartitionID]
+		if !ok {
+			return fmt.Sprintf("pop delivered partition id %s, never pushed to", m.PartitionID)
+		}
+		if len(mreq.Chosen) == 0 || mreq.Chosen[len(mreq.Chosen)-1] != name {
+			mreq.Chosen = append(mreq.Chosen, name)
+		}
+	}
+	if o.part != "" {
+		mreq.Chosen = nil
+	}
+	want, merr := r.model.Pop(mreq, now)
+	if merr != nil {
+		return fmt.Sprintf("pop: engine delivered %s; the model says: %v", describeMsgs(r, got.Messages), merr)
+	}
+	if len(got.Messages) != len(want.Messages) {
+		return fmt.Sprintf("pop: engine delivered %s, model %s", describeMsgs(r, got.Messages), describeModelMsgs(want.Messages))
+	}
+	for i, m := range got.Messages {
+		w := want.Messages[i]
+		trace := ""
+		if m.TraceID != nil {
+			trace = *m.TraceID
+		}
+		if r.names[m.PartitionID] != w.Partition || m.Offset != w.Offset || m.TransactionID != w.TxID ||
+			string(m.Data) != w.Payload || trace != w.TraceID || !m.CreatedAt.Equal(w.CreatedAt) || m.RetryCount != w.RetryCount ||
+			m.Partition != w.Partition {
+			return fmt.Sprintf("pop message %d: engine %s, model %s", i, describeMsgs(r, got.Messages), describeModelMsgs(want.Messages))
+		}
+	}
+	if o.part == "" && len(got.Messages) > 0 {
+		r.cov.add("pop: wildcard", 1)
+		if len(mreq.Chosen) > 1 {
+			r.cov.add("pop: several partitions", 1)
+		}
+	}
+	if o.autoAck && len(got.Messages) > 0 {
+		r.cov.add("pop: autoAck", 1)
+	}
+	for _, m := range got.Messages {
+		if m.RetryCount > 0 {
+			r.cov.add("pop: redelivery with retryCount", 1)
+		}
+	}
+	if (got.LeaseID != "") != want.Leased {
+		return fmt.Sprintf("pop: engine lease %q, model leased=%v", got.LeaseID, want.Leased)
+	}
+	if want.Leased {
+		if got.LeaseExpiresAt == nil || !got.LeaseExpiresAt.Equal(want.LeaseExpires) {
+			return fmt.Sprintf("pop: lease expires %v, model %v", got.LeaseExpiresAt, want.LeaseExpires)
+		}
+		for _, name := range uniqueParts(want.Messages) {
+			k := [2]string{name, groupName(o.group)}
+			r.leases[k] = append(r.leases[k], got.LeaseID)
+		}
+	}
+	if o.part == "" {
+		// A wildcard pop may notice expired leases (or retention) on
+		// partitions it does not serve; follow the engine there.
+		return r.followTouches(o.group)
+	}
+	return ""
+}
+
+func (r *dRun) pushItems(o dOp) []queen.PushItem {
+	items := make([]queen.PushItem, len(o.items))
+	for i, it := range o.items {
+		items[i] = queen.PushItem{Queue: r.queue, Partition: it.part, TransactionID: it.tx, TraceID: it.trace,
+			Payload: payload(map[string]any{"n": it.n})}
+	}
+	return items
+}
+
+// modelItems are the push items as the model takes them: the engine's
+// generated transactionIds where the client sent none.
+func (r *dRun) modelItems(o dOp, items []queen.PushItem, got []queen.PushResult, err error) ([]refmodel.PushItem, string) {
+	mitems := make([]refmodel.PushItem, len(o.items))
+	for i, it := range o.items {
+		mitems[i] = refmodel.PushItem{Queue: r.queue, Partition: it.part, TxID: it.tx, TraceID: it.trace, Payload: string(items[i].Payload)}
+		if it.tx == "" && err == nil {
+			if got[i].TransactionID == "" || strings.HasPrefix(got[i].TransactionID, "t") && len(got[i].TransactionID) < 4 {
+				return nil, fmt.Sprintf("push item %d: generated transactionId %q", i, got[i].TransactionID)
+			}
+			mitems[i].TxID = got[i].TransactionID
+		}
+		if it.tx == "" && err != nil {
+			r.gen++
+			mitems[i].TxID = fmt.Sprintf("gen-%d", r.gen) // fresh, like a UUIDv7
+		}
+	}
+	return mitems, ""
+}
+
+// checkPush applies a push the engine made to the model and compares.
+func (r *dRun) checkPush(o dOp, items []queen.PushItem, got []queen.PushResult, err error, now time.Time) string {
+	mitems, msg := r.modelItems(o, items, got, err)
+	if msg != "" {
+		return msg
+	}
+	want, merr := r.model.Push(mitems, now)
+	if (err == nil) != (merr == nil) || (err != nil && !errors.Is(err, queen.ErrQueueFull)) {
+		return fmt.Sprintf("push: engine err %v, model err %v", err, merr)
+	}
+	if err != nil {
+		r.cov.add("push: queue full", 1)
+		return ""
+	}
+	return r.comparePush(o, got, want)
+}
+
+func (r *dRun) comparePush(o dOp, got []queen.PushResult, want []refmodel.PushResult) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("push: %d results, model %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Status == queen.StatusDuplicate {
+			r.cov.add("push: duplicate", 1)
+		}
+		if m := r.learnPartition(o.items[i].part, got[i].PartitionID); m != "" {
+			return m
+		}
+		status := queen.StatusQueued
+		if want[i].Duplicate {
+			status = queen.StatusDuplicate
+		}
+		if got[i].Status != status || got[i].Offset != want[i].Offset || got[i].Partition != o.items[i].part ||
+			(status == queen.StatusQueued && !got[i].CreatedAt.Equal(want[i].CreatedAt)) {
+			return fmt.Sprintf("push item %d: engine %s offset %d createdAt %s, model %s offset %d createdAt %s",
+				i, got[i].Status, got[i].Offset, got[i].CreatedAt, status, want[i].Offset, want[i].CreatedAt)
+		}
+	}
+	return ""
+}
+
+// pushInFlight holds a push's transaction open while a wildcard pop of an
+// already subscribed group runs, then commits it: the pop must serve what
+// was deliverable before the push, without waiting for it (SPEC §3.4).
+func (r *dRun) pushInFlight(o dOp, now time.Time) string {
+	if _, ok := r.model.Cursor(r.queue, o.items[0].part, o.group); !ok {
+		// A new subscription waits for pushes in flight by design: run
+		// them one after the other.
+		items := r.pushItems(o)
+		got, err := r.store.Push(ctx, items)
+		if msg := r.checkPush(o, items, got, err, now); msg != "" {
+			return msg
+		}
+		return r.checkPop(ctx, o, now)
+	}
+	tx, err := r.env.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Sprintf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	items := r.pushItems(o)
+	got, perr := pgstore.New(tx, pgstore.Config{Clock: r.clock.Now}).Push(ctx, items)
+	popCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if msg := r.checkPop(popCtx, o, now); msg != "" {
+		if popCtx.Err() != nil {
+			return "a wildcard pop waited for a push in flight: " + msg
+		}
+		return msg
+	}
+	if perr == nil {
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Sprintf("commit the push: %v", err)
+		}
+		r.cov.add("pop: while a push is in flight", 1)
+	}
+	return r.checkPush(o, items, got, perr, now)
+}
+
+// dTxnRequest is a resolved transaction, kept for replays.
+type dTxnRequest struct {
+	op     dOp
+	acks   []queen.Ack
+	macks  []refmodel.AckItem
+	items  []queen.PushItem
+	leases []string
+}
+
+func (r *dRun) transaction(o dOp, now time.Time) string {
+	req := dTxnRequest{op: o, items: r.pushItems(o)}
+	req.acks, req.macks = r.ackItems(o)
+	switch o.requireLease {
+	case leaseCurrent, leaseStale, leaseBogus:
+		if l := r.leaseFor(dResolvedAck{dAckItem: dAckItem{part: o.acks[0].part, group: o.acks[0].group, lease: o.requireLease}}); l != "" {
+			req.leases = []string{l}
+		}
+	}
+	r.lastTxn = &req
+	return r.applyTxn(req, now)
+}
+
+func (r *dRun) applyTxn(req dTxnRequest, now time.Time) string {
+	got, err := r.store.Transaction(ctx, queen.TransactionRequest{Acks: req.acks, Pushes: req.items, RequiredLeases: req.leases})
+	mitems, msg := r.modelItems(req.op, req.items, got.Pushes, err)
+	if msg != "" {
+		return msg
+	}
+	wantAcks, wantPush, merr := r.model.Transaction(req.macks, mitems, req.leases, now)
+	if (err == nil) != (merr == nil) {
+		return fmt.Sprintf("transaction: engine err %v acks %s; model err %v acks %s", err, describeAckResults(got.Acks),
+			merr, describeModelAck(wantAcks))
+	}
+	switch {
+	case errors.Is(merr, refmodel.ErrLease):
+		r.cov.add("transaction: refused for its lease", 1)
+		if !errors.Is(err, queen.ErrConflict) {
+			return fmt.Sprintf("transaction: engine err %v, model %v", err, merr)
+		}
+		return ""
+	case errors.Is(merr, refmodel.ErrQueueFull):
+		if !errors.Is(err, queen.ErrQueueFull) {
+			return fmt.Sprintf("transaction: engine err %v, model %v", err, merr)
+		}
+		return ""
+	case merr != nil:
+		r.cov.add("transaction: refused for its acks", 1)
+		return compareAcks(got.Acks, wantAcks)
+	}
+	r.cov.add("transaction: applied", 1)
+	if len(req.acks) > 0 {
+		if msg := compareAcks(got.Acks, wantAcks); msg != "" {
+			return msg
+		}
+	}
+	return r.comparePush(req.op, got.Pushes, wantPush)
+}
+
+// ackItems resolves an ack step to the engine's and the model's items.
+func (r *dRun) ackItems(o dOp) ([]queen.Ack, []refmodel.AckItem) {
+	items := r.resolveAcks(o)
+	acks := make([]queen.Ack, len(items))
+	mitems := make([]refmodel.AckItem, len(items))
+	for i, a := range items {
+		tx := fmt.Sprintf("absent-%d", a.offset)
+		if msg, ok := r.model.Message(r.queue, a.part, a.offset); ok {
+			tx = msg.TxID
+		}
+		lease := r.leaseFor(a)
+		pid, part := r.pids[a.part], a.part
+		if a.unknownPart || pid == "" {
+			pid, part = "00000000-0000-0000-0000-0000000000aa", "<unknown>"
+		}
+		acks[i] = queen.Ack{PartitionID: pid, TransactionID: tx, Status: queen.AckStatus(a.status),
+			ConsumerGroup: a.group, LeaseID: lease, Error: a.err}
+		mitems[i] = refmodel.AckItem{Queue: r.queue, Partition: part, TxID: tx, Status: a.status, Group: a.group,
+			LeaseID: lease, Error: a.err}
+	}
+	return acks, mitems
+}
+
+func compareAcks(got []queen.AckResult, want []refmodel.AckResult) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("ack: %d results, model %d: engine %s; model %s", len(got), len(want), describeAckResults(got), describeModelAck(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		same := g.Success == w.Success && g.Code == w.Code && g.Error == w.Error
+		if w.Success {
+			same = same && g.Result == w.Result && g.DLQ == w.DLQ && g.LeaseReleased == w.LeaseReleased &&
+				g.Committed != nil && *g.Committed == w.Committed && eqOffset(g.Offset, w.Offset)
+		}
+		if !same {
+			return fmt.Sprintf("ack item %d: engine %s; model %s", i, describeAckResults(got), describeModelAck(want))
 		}
 	}
 	return ""

@@ -596,7 +596,7 @@ func (s *Store) Queue(ctx context.Context, name string) (queen.QueueDetail, erro
 		Partitions []queen.PartitionInfo `json:"partitions"`
 		Groups     []queen.GroupOnQueue  `json:"groups"`
 	}
-	if err := s.call(ctx, "get queue", sqlQueue, &out, name); err != nil {
+	if err := s.call(ctx, "get queue", sqlQueue, &out, name, s.now()); err != nil {
 		if errors.Is(err, queen.ErrNotFound) {
 			return queen.QueueDetail{}, queen.Errorf(queen.ErrNotFound, "queue %s not found", name)
 		}
@@ -623,7 +623,7 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) error {
 // ListGroups implements queen.Store.
 func (s *Store) ListGroups(ctx context.Context) ([]queen.GroupSummary, error) {
 	var out []queen.GroupSummary
-	err := s.call(ctx, "list groups", sqlGroups, &out, nil, false)
+	err := s.call(ctx, "list groups", sqlGroups, &out, nil, false, s.now())
 	return out, err
 }
 
@@ -633,7 +633,7 @@ func (s *Store) Group(ctx context.Context, name string) (queen.GroupSummary, err
 		return queen.GroupSummary{}, err
 	}
 	var out []queen.GroupSummary
-	if err := s.call(ctx, "get group", sqlGroups, &out, name, true); err != nil {
+	if err := s.call(ctx, "get group", sqlGroups, &out, name, true, s.now()); err != nil {
 		return queen.GroupSummary{}, err
 	}
 	if len(out) == 0 {

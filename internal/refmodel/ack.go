@@ -1,6 +1,7 @@
 package refmodel
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -96,6 +97,13 @@ type resolvedItem struct {
 // comes back with one more attempt, then 5. [4 failed, 5 completed] gives
 // the same: offset 3, unmentioned, is covered.
 func (m *Model) Ack(items []AckItem, now time.Time) ([]AckResult, error) {
+	return m.ack(items, now, false)
+}
+
+// ack is Ack; strict (the acks of a transaction) also rejects an item at or
+// below the cursor, so that a transaction applied twice fails instead of
+// repeating its pushes.
+func (m *Model) ack(items []AckItem, now time.Time, strict bool) ([]AckResult, error) {
 	res := make([]AckResult, len(items))
 	resolved := make([]resolvedItem, len(items))
 	rejected := false
@@ -123,6 +131,9 @@ func (m *Model) Ack(items []AckItem, now time.Time) ([]AckResult, error) {
 		off := findAfterCursor(p, c.committed, it.TxID)
 		resolved[i].offset = off
 		switch {
+		case off < 0 && strict:
+			res[i] = AckResult{Code: CodeConflict, Error: "already committed or unknown: a transaction acks each message once"}
+			rejected = true
 		case off < 0:
 			// At or below the cursor, however old: nothing to check.
 		case off > c.delivered:
@@ -355,4 +366,50 @@ func (m *Model) applyUnit(q *queue, p *partition, group string, items []resolved
 		out.released = true
 	}
 	return out
+}
+
+// ErrLease: a transaction's required lease is not live.
+var ErrLease = errors.New("invalid or expired lease")
+
+// Transaction applies acks and pushes atomically (SPEC §3.7): every
+// required lease must be live, the acks are strict (see ack), then the
+// pushes are appended. On any error nothing changes.
+func (m *Model) Transaction(acks []AckItem, pushes []PushItem, requiredLeases []string, now time.Time) ([]AckResult, []PushResult, error) {
+	for _, id := range requiredLeases {
+		if !m.leaseLive(id, now) {
+			return nil, nil, fmt.Errorf("%w %s", ErrLease, id)
+		}
+	}
+	next := m.Clone()
+	var ackRes []AckResult
+	if len(acks) > 0 {
+		r, err := next.ack(acks, now, true)
+		if err != nil {
+			return r, nil, err
+		}
+		ackRes = r
+	}
+	var pushRes []PushResult
+	if len(pushes) > 0 {
+		r, err := next.push(pushes, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		pushRes = r
+	}
+	*m = *next
+	return ackRes, pushRes, nil
+}
+
+func (m *Model) leaseLive(id string, now time.Time) bool {
+	for _, q := range m.queues {
+		for _, p := range q.parts {
+			for _, c := range p.cursors {
+				if c.lease != nil && c.lease.id == id && c.lease.expires.After(now) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

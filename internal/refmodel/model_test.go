@@ -478,4 +478,27 @@ func TestWildcardLiveness(t *testing.T) {
 	}
 }
 
+// SPEC §3.7: a transaction applies once; a replay is refused and pushes
+// nothing.
+func TestTransactionOnce(t *testing.T) {
+	f := newFixture(t)
+	f.push("in", "p", 1)
+	f.pop(PopRequest{Queue: "in", Partition: "p", Batch: 1, LeaseID: "L"})
+	acks := []AckItem{f.item("in", "p", "", 0, Completed, "L")}
+	pushes := []PushItem{{Queue: "out", Partition: "p", TxID: "x"}}
+	if _, _, err := f.m.Transaction(acks, pushes, []string{"L"}, f.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.m.Transaction(acks, pushes, []string{"L"}, f.now); !errors.Is(err, ErrLease) {
+		t.Fatalf("replay with the lease required: %v, want refused", err)
+	}
+	pushes[0].TxID = "y"
+	if _, _, err := f.m.Transaction(acks, pushes, nil, f.now); !errors.Is(err, ErrRejected) {
+		t.Fatalf("replay without required leases: %v, want the ack refused", err)
+	}
+	if f.m.LastOffset("out", "p") != 0 {
+		t.Fatalf("out holds %d messages, want 1", f.m.LastOffset("out", "p")+1)
+	}
+}
+
 func ptr[T any](v T) *T { return &v }

@@ -1,4 +1,4 @@
--- $1 group name (null = every group), $2 include cursors
+-- $1 group name (null = every group), $2 include cursors, $3 now (null = the database clock)
 SELECT coalesce(json_agg(g ORDER BY g.group), '[]'::json)
 FROM (
     SELECT s.group_name AS "group",
@@ -13,7 +13,7 @@ FROM (
     CROSS JOIN LATERAL (
         SELECT count(c.partition_id) AS partitions,
                coalesce(sum(p.last_offset - queen.group_position(p.id, c.committed, s.from_ts)), 0)::bigint AS lag,
-               count(c.lease_id) AS leases,
+               count(c.lease_id) FILTER (WHERE c.lease_expires_at > coalesce($3::timestamptz, now())) AS leases,
                coalesce(json_agg(json_build_object(
                    'queue', s.queue_name, 'partition', p.name, 'partitionId', p.id,
                    'committed', queen.group_position(p.id, c.committed, s.from_ts),

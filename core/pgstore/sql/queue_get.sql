@@ -1,4 +1,4 @@
--- $1 queue name
+-- $1 queue name, $2 now (null = the database clock)
 SELECT json_build_object(
     'queue', row_to_json(x),
     'depth', queen.queue_depth(x.id),
@@ -19,7 +19,8 @@ SELECT json_build_object(
                            WHERE p.queue_id = x.id),
                    'activeLeases', (SELECT count(*) FROM queen.consumers c
                                     WHERE c.queue_id = x.id AND c.group_name = s.group_name
-                                      AND c.lease_id IS NOT NULL))
+                                      AND c.lease_id IS NOT NULL
+                                    AND c.lease_expires_at > coalesce($2::timestamptz, now())))
                ORDER BY s.group_name)
         FROM queen.subscriptions s WHERE s.queue_name = x.name), '[]'::json))
 FROM queen.queues x

@@ -238,7 +238,9 @@ BEGIN
         FROM (SELECT DISTINCT pid, queue_id, qname FROM fresh JOIN parts USING (pid, queue_id)) f
         JOIN queen.subscriptions s ON s.queue_name = f.qname
         ORDER BY f.queue_id, s.group_name, f.pid
-        ON CONFLICT (queue_id, group_name, partition_id) DO UPDATE SET version = queen.ready.version + 1
+        -- An existing row is left alone, unlocked: a push in flight never
+        -- hides its partition from the pops that scan the ready set.
+        ON CONFLICT (queue_id, group_name, partition_id) DO NOTHING
     )
     SELECT json_agg(json_build_object(
                'index', res.idx,
@@ -406,6 +408,25 @@ BEGIN
     INSERT INTO queen.consumers (partition_id, group_name, queue_id, committed, delivered, updated_at)
     VALUES (p_pid, p_group, p_queue_id, v_start, v_start, p_now)
     ON CONFLICT DO NOTHING;
+END
+$fn$;
+
+-- _unschedule removes a partition from a group's ready set once the
+-- group's cursor has reached its last offset, so consumed partitions never
+-- use up a wildcard pop's scan. It never waits: when a push holds the
+-- partition (it will add messages, and its ready row must survive) the row
+-- stays; otherwise the share lock makes later pushes wait until this
+-- transaction has committed, so they re-insert the row.
+CREATE OR REPLACE FUNCTION queen._unschedule(p_queue_id bigint, p_group text, p_pid uuid)
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_last bigint;
+BEGIN
+    SELECT last_offset INTO v_last FROM queen.partitions WHERE id = p_pid FOR SHARE SKIP LOCKED;
+    IF FOUND AND v_last <= (SELECT c.committed FROM queen.consumers c
+                            WHERE c.partition_id = p_pid AND c.group_name = p_group) THEN
+        DELETE FROM queen.ready WHERE queue_id = p_queue_id AND group_name = p_group AND partition_id = p_pid;
+    END IF;
 END
 $fn$;
 
@@ -583,11 +604,17 @@ BEGIN
             IF r.status = 'claimed' THEN
                 v_msgs := r.msgs;
                 v_got := r.n;
+                IF v_auto THEN
+                    PERFORM queen._unschedule(q.id, v_group, v_pid);
+                END IF;
             END IF;
         END IF;
     ELSE
         LOOP
-            EXIT WHEN v_parts >= v_maxp OR v_got >= v_batch OR v_scanned >= 64;
+            -- Consumed partitions leave the ready set when they are acked,
+            -- so the scan meets only partitions with something to deliver
+            -- (or delayed); it looks at a few more than it may lease.
+            EXIT WHEN v_parts >= v_maxp OR v_got >= v_batch OR v_scanned >= 64 + v_maxp;
             -- Partitions leased by another consumer of the group are passed
             -- over here, by key, so they never use up the scan budget.
             SELECT rd.partition_id, p.name INTO v_pid, v_pname
@@ -606,11 +633,13 @@ BEGIN
             r := queen._claim(q, s, v_pid, v_pname, v_group, v_batch - v_got, v_lease, v_auto,
                               v_worker, v_now);
             IF r.status = 'consumed' THEN
-                DELETE FROM queen.ready
-                WHERE queue_id = q.id AND group_name = v_group AND partition_id = v_pid;
+                PERFORM queen._unschedule(q.id, v_group, v_pid);
             ELSIF r.status IN ('claimed', 'waiting') THEN
                 UPDATE queen.ready SET order_key = nextval('queen.ready_order')
                 WHERE queue_id = q.id AND group_name = v_group AND partition_id = v_pid;
+                IF r.status = 'claimed' AND v_auto THEN
+                    PERFORM queen._unschedule(q.id, v_group, v_pid);
+                END IF;
             END IF;
             IF r.status = 'claimed' THEN
                 v_msgs := v_msgs || r.msgs;
@@ -673,7 +702,9 @@ $fn$;
 -- _ack applies acknowledgements [{partitionId, transactionId, status,
 -- group, leaseId, error}] (status normalized to completed | failed | retry |
 -- dlq by the caller) in one transaction. Returns {ok, results}. When any
--- item is invalid nothing is written and ok is false.
+-- item is invalid nothing is written and ok is false. p_strict (the acks of
+-- a transaction) also rejects an ack at or below the cursor: applying a
+-- transaction twice must fail, not repeat its pushes.
 --
 -- The rule (SPEC §3.5), per (partition, group) with cursor C. Each offset
 -- above C the call mentions carries its strongest status (dlq > failed >
@@ -690,7 +721,8 @@ $fn$;
 -- are not. Example: span (2,5], [3 completed, 4 failed, 5 completed] →
 -- committed = min(5, 4 - 1) = 3; offset 4 comes back with one more attempt,
 -- then 5. Offsets the call does not mention count as covered.
-CREATE OR REPLACE FUNCTION queen._ack(p_items json, p_now timestamptz)
+DROP FUNCTION IF EXISTS queen._ack(json, timestamptz);
+CREATE OR REPLACE FUNCTION queen._ack(p_items json, p_now timestamptz, p_strict boolean)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now              timestamptz := coalesce(p_now, clock_timestamp());
@@ -728,7 +760,8 @@ BEGIN
                            WHEN it.part_missing THEN 'partition not found'
                            WHEN it.committed IS NULL THEN
                              format('message not delivered to consumer group %s', it.grp)
-                           WHEN it.off IS NULL THEN NULL  -- at or below the cursor: a no-op
+                           WHEN it.off IS NULL THEN  -- at or below the cursor: a no-op
+                             CASE WHEN p_strict THEN 'already committed or unknown: a transaction acks each message once' END
                            WHEN it.off > it.delivered THEN
                              format('message not delivered to consumer group %s', it.grp)
                            WHEN it.lease IS NOT NULL AND (it.cur_lease IS DISTINCT FROM it.lease
@@ -912,6 +945,9 @@ BEGIN
             worker_id = CASE WHEN v_released THEN NULL ELSE worker_id END,
             updated_at = v_now
         WHERE partition_id = u.pid AND group_name = u.grp;
+        IF v_committed >= (SELECT p.last_offset FROM queen.partitions p WHERE p.id = u.pid) THEN
+            PERFORM queen._unschedule(cr.queue_id, u.grp, u.pid);
+        END IF;
         -- Reported as listings show it: never before the oldest stored message.
         v_units := v_units || ROW(u.pid, u.grp, cr.committed,
                                   queen.group_position(u.pid, v_committed, NULL), v_released,
@@ -944,10 +980,14 @@ $fn$;
 
 CREATE OR REPLACE FUNCTION queen.ack(p_items json, p_now timestamptz)
 RETURNS json LANGUAGE sql AS $$
-    SELECT queen._ack(p_items, p_now)
+    SELECT queen._ack(p_items, p_now, false)
 $$;
 
--- transact applies acks and pushes atomically. Required leases must be live.
+-- transact applies acks and pushes atomically. Required leases must be
+-- live, and are checked, like the acks, under the cursor locks that apply
+-- them: of several concurrent or repeated identical transactions exactly
+-- one applies; the others find the lease gone or the acks applied and are
+-- refused, pushing nothing.
 CREATE OR REPLACE FUNCTION queen.transact(p_acks json, p_items json, p_leases uuid[],
                                            p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
@@ -957,6 +997,14 @@ DECLARE
     v_ack   json;
     v_push  json;
 BEGIN
+    -- Every cursor the transaction acks or whose lease it requires, locked
+    -- in one fixed order before anything is checked.
+    PERFORM 1 FROM queen.consumers c
+    WHERE (c.partition_id, c.group_name) IN (SELECT (i->>'partitionId')::uuid, i->>'group'
+                                             FROM json_array_elements(p_acks) i)
+       OR c.lease_id = ANY (p_leases)
+    ORDER BY c.partition_id, c.group_name
+    FOR NO KEY UPDATE;
     SELECT l INTO v_lease FROM unnest(p_leases) l
     WHERE NOT EXISTS (SELECT 1 FROM queen.consumers c
                       WHERE c.lease_id = l AND c.lease_expires_at > v_now)
@@ -966,7 +1014,7 @@ BEGIN
                                  'error', format('invalid or expired lease %s', v_lease));
     END IF;
     IF json_array_length(p_acks) > 0 THEN
-        v_ack := queen._ack(p_acks, v_now);
+        v_ack := queen._ack(p_acks, v_now, true);
         IF NOT (v_ack->>'ok')::boolean THEN
             RETURN json_build_object('ok', false, 'ack', v_ack->'results');
         END IF;
@@ -1075,7 +1123,7 @@ BEGIN
         SELECT q.id, p_group, upd.pid, nextval('queen.ready_order')
         FROM upd WHERE upd.committed < upd.last_offset
         ORDER BY upd.pid
-        ON CONFLICT (queue_id, group_name, partition_id) DO UPDATE SET version = queen.ready.version + 1
+        ON CONFLICT (queue_id, group_name, partition_id) DO NOTHING
     )
     SELECT json_agg(json_build_object('partition', upd.name, 'committed', upd.committed,
                                       'lastOffset', upd.last_offset) ORDER BY upd.name)
