@@ -240,7 +240,7 @@ BEGIN
         ORDER BY f.queue_id, s.group_name, f.pid
         -- An existing row is left alone, unlocked: a push in flight never
         -- hides its partition from the pops that scan the ready set.
-        ON CONFLICT (queue_id, group_name, partition_id) DO NOTHING
+        ON CONFLICT DO NOTHING
     )
     SELECT json_agg(json_build_object(
                'index', res.idx,
@@ -417,7 +417,7 @@ $fn$;
 -- partition (it will add messages, and its ready row must survive) the row
 -- stays; otherwise the share lock makes later pushes wait until this
 -- transaction has committed, so they re-insert the row.
-CREATE OR REPLACE FUNCTION queen._unschedule(p_queue_id bigint, p_group text, p_pid uuid)
+CREATE OR REPLACE FUNCTION queen._unschedule(p_pid uuid, p_group text)
 RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_last bigint;
@@ -425,7 +425,7 @@ BEGIN
     SELECT last_offset INTO v_last FROM queen.partitions WHERE id = p_pid FOR SHARE SKIP LOCKED;
     IF FOUND AND v_last <= (SELECT c.committed FROM queen.consumers c
                             WHERE c.partition_id = p_pid AND c.group_name = p_group) THEN
-        DELETE FROM queen.ready WHERE queue_id = p_queue_id AND group_name = p_group AND partition_id = p_pid;
+        DELETE FROM queen.ready WHERE partition_id = p_pid AND group_name = p_group;  -- by ready_partition
     END IF;
 END
 $fn$;
@@ -605,7 +605,7 @@ BEGIN
                 v_msgs := r.msgs;
                 v_got := r.n;
                 IF v_auto THEN
-                    PERFORM queen._unschedule(q.id, v_group, v_pid);
+                    PERFORM queen._unschedule(v_pid, v_group);
                 END IF;
             END IF;
         END IF;
@@ -621,9 +621,11 @@ BEGIN
             FROM queen.ready rd JOIN queen.partitions p ON p.id = rd.partition_id
             WHERE rd.queue_id = q.id AND rd.group_name = v_group
               AND rd.partition_id <> ALL (v_seen)
-              AND NOT EXISTS (SELECT 1 FROM queen.consumers c
-                              WHERE c.partition_id = rd.partition_id AND c.group_name = v_group
-                                AND c.lease_id IS NOT NULL AND c.lease_expires_at > v_now)
+              -- a scalar subquery, so the generic plan looks the cursor
+              -- up by key whatever the table's size when it was planned
+              AND NOT coalesce((SELECT c.lease_id IS NOT NULL AND c.lease_expires_at > v_now
+                                FROM queen.consumers c
+                                WHERE c.partition_id = rd.partition_id AND c.group_name = v_group), false)
             ORDER BY rd.order_key
             LIMIT 1
             FOR UPDATE OF rd SKIP LOCKED;
@@ -633,12 +635,12 @@ BEGIN
             r := queen._claim(q, s, v_pid, v_pname, v_group, v_batch - v_got, v_lease, v_auto,
                               v_worker, v_now);
             IF r.status = 'consumed' THEN
-                PERFORM queen._unschedule(q.id, v_group, v_pid);
+                PERFORM queen._unschedule(v_pid, v_group);
             ELSIF r.status IN ('claimed', 'waiting') THEN
                 UPDATE queen.ready SET order_key = nextval('queen.ready_order')
-                WHERE queue_id = q.id AND group_name = v_group AND partition_id = v_pid;
+                WHERE partition_id = v_pid AND group_name = v_group;  -- by ready_partition
                 IF r.status = 'claimed' AND v_auto THEN
-                    PERFORM queen._unschedule(q.id, v_group, v_pid);
+                    PERFORM queen._unschedule(v_pid, v_group);
                 END IF;
             END IF;
             IF r.status = 'claimed' THEN
@@ -946,7 +948,7 @@ BEGIN
             updated_at = v_now
         WHERE partition_id = u.pid AND group_name = u.grp;
         IF v_committed >= (SELECT p.last_offset FROM queen.partitions p WHERE p.id = u.pid) THEN
-            PERFORM queen._unschedule(cr.queue_id, u.grp, u.pid);
+            PERFORM queen._unschedule(u.pid, u.grp);
         END IF;
         -- Reported as listings show it: never before the oldest stored message.
         v_units := v_units || ROW(u.pid, u.grp, cr.committed,
@@ -1123,7 +1125,7 @@ BEGIN
         SELECT q.id, p_group, upd.pid, nextval('queen.ready_order')
         FROM upd WHERE upd.committed < upd.last_offset
         ORDER BY upd.pid
-        ON CONFLICT (queue_id, group_name, partition_id) DO NOTHING
+        ON CONFLICT DO NOTHING
     )
     SELECT json_agg(json_build_object('partition', upd.name, 'committed', upd.committed,
                                       'lastOffset', upd.last_offset) ORDER BY upd.name)
