@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"math/big"
 	"net/http"
 	"strconv"
 	"strings"
@@ -116,6 +117,27 @@ func queryInt(q map[string][]string, name string, def int) (int, error) {
 	return n, nil
 }
 
+// queryTimeout reads a long-poll's timeout in milliseconds, capped by the
+// server's maximum wait before it becomes a Duration, so no value overflows:
+// a timeout beyond the cap, however large (even beyond int64), waits the cap.
+func queryTimeout(q map[string][]string, maxWait time.Duration) (time.Duration, error) {
+	v := first(q, "timeout")
+	if v == "" {
+		return maxWait, nil
+	}
+	n, ok := new(big.Int).SetString(v, 10)
+	if !ok {
+		return 0, queen.Invalid("timeout", "must be an integer (milliseconds)")
+	}
+	if n.Sign() < 0 {
+		return 0, queen.Invalid("timeout", "must not be negative")
+	}
+	if n.Cmp(big.NewInt(maxWait.Milliseconds())) > 0 {
+		return maxWait, nil
+	}
+	return time.Duration(n.Int64()) * time.Millisecond, nil
+}
+
 func queryBool(q map[string][]string, name string) (bool, error) {
 	v := first(q, name)
 	if v == "" {
@@ -159,12 +181,9 @@ func (a *API) pop(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	timeout, err := queryInt(q, "timeout", int(a.cfg.MaxWait/time.Millisecond))
+	timeout, err := queryTimeout(q, a.cfg.MaxWait)
 	if err != nil {
 		return err
-	}
-	if timeout < 0 {
-		return queen.Invalid("timeout", "must not be negative")
 	}
 	if req.Mode, req.From, err = queen.ParseSubscription(first(q, "subscriptionMode"), first(q, "subscriptionFrom")); err != nil {
 		return err
@@ -174,7 +193,7 @@ func (a *API) pop(w http.ResponseWriter, r *http.Request) error {
 	}
 	var res queen.PopResult
 	if wait {
-		res, err = a.popWait(r, req, time.Duration(timeout)*time.Millisecond)
+		res, err = a.popWait(r, req, timeout)
 	} else {
 		res, err = a.store.Pop(r.Context(), req)
 	}
