@@ -490,21 +490,9 @@ func (r *runner) scale(ctx context.Context) error {
 			all = all[n:]
 		}
 		fmt.Fprintf(r.cfg.Out, "\r%60s\r", "")
-		var lat []time.Duration
-		for i := 0; i < pops; i++ {
-			t0 := time.Now()
-			res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Batch: 1})
-			if err != nil {
-				return err
-			}
-			lat = append(lat, time.Since(t0))
-			if len(res.Messages) == 0 {
-				return fmt.Errorf("S: queue %s ran dry", queue)
-			}
-			if _, err := r.store.Ack(ctx, []queen.Ack{{PartitionID: res.Messages[0].PartitionID, TransactionID: res.Messages[0].TransactionID,
-				Status: queen.AckCompleted, LeaseID: res.LeaseID}}); err != nil {
-				return err
-			}
+		lat, err := r.popOneByOne(ctx, queue, pops)
+		if err != nil {
+			return err
 		}
 		p50[parts] = percentile(lat, 0.5)
 		res := result("S", "core", fmt.Sprintf("pop p50 at %d partitions", parts), int64(pops), int64(pops), 0, lat)
@@ -548,21 +536,9 @@ func (r *runner) scale(ctx context.Context) error {
 		if _, err := r.store.Push(ctx, fresh); err != nil {
 			return err
 		}
-		var lat []time.Duration
-		for i := 0; i < pops; i++ {
-			t0 := time.Now()
-			res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Batch: 1})
-			if err != nil {
-				return err
-			}
-			lat = append(lat, time.Since(t0))
-			if len(res.Messages) == 0 {
-				return fmt.Errorf("S: after the drain, pop %d of %d found nothing while messages wait", i+1, pops)
-			}
-			if _, err := r.store.Ack(ctx, []queen.Ack{{PartitionID: res.Messages[0].PartitionID, TransactionID: res.Messages[0].TransactionID,
-				Status: queen.AckCompleted, LeaseID: res.LeaseID}}); err != nil {
-				return err
-			}
+		lat, err := r.popOneByOne(ctx, queue, pops)
+		if err != nil {
+			return err
 		}
 		drainedP50 := percentile(lat, 0.5)
 		res := result("S", "core", fmt.Sprintf("pop p50 at %d partitions, %s", wide, what), int64(pops), int64(pops), 0, lat)
@@ -572,6 +548,29 @@ func (r *runner) scale(ctx context.Context) error {
 			Value: drainedP50 / p50[10], Unit: "×", P50Ms: drainedP50, Target: "≤ 1.5"})
 	}
 	return nil
+}
+
+// popOneByOne times n wildcard pops of one message from queue, each acked
+// under its lease; a pop that finds nothing is an error (messages wait).
+func (r *runner) popOneByOne(ctx context.Context, queue string, n int) ([]time.Duration, error) {
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Batch: 1})
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t0))
+		if len(res.Messages) == 0 {
+			return nil, fmt.Errorf("S: pop %d of %d of %s found nothing while messages wait", i+1, n, queue)
+		}
+		m := res.Messages[0]
+		if _, err := r.store.Ack(ctx, []queen.Ack{{PartitionID: m.PartitionID, TransactionID: m.TransactionID,
+			Status: queen.AckCompleted, LeaseID: res.LeaseID}}); err != nil {
+			return nil, err
+		}
+	}
+	return lat, nil
 }
 
 // storage measures D: on-disk bytes per message beyond payload and
