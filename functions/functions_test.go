@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -28,6 +29,7 @@ func TestFunctions(t *testing.T) {
 	buildAll(t, dir)
 	rie := filepath.Join(dir, "aws-lambda-rie")
 
+	t.Run("size", func(t *testing.T) { checkSizes(t, dir) })
 	t.Run("coldinit", func(t *testing.T) { measureColdInit(t, dir, rie) })
 
 	run := func(name string, test func(t *testing.T, start func(env ...string) *emulator)) {
@@ -43,6 +45,27 @@ func TestFunctions(t *testing.T) {
 	run("admin", testAdmin)
 	run("reaper", testReaper)
 	run("migrate", testMigrate)
+}
+
+// functionNames are the directories of functions/, one bootstrap each.
+var functionNames = []string{"push", "pop", "ack", "dlq", "admin", "reaper", "migrate"}
+
+// maxBootstrapBytes is SPEC §7's limit on each bootstrap.
+const maxBootstrapBytes = 15_000_000
+
+// checkSizes holds every bootstrap to SPEC §7's 15 MB (built as make
+// build-lambda builds them, for this machine's architecture).
+func checkSizes(t *testing.T, dir string) {
+	for _, fn := range functionNames {
+		st, err := os.Stat(filepath.Join(dir, fn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%-8s %6.2f MB", fn, float64(st.Size())/1e6)
+		if st.Size() > maxBootstrapBytes {
+			t.Errorf("%s bootstrap is %.2f MB, over SPEC's 15 MB", fn, float64(st.Size())/1e6)
+		}
+	}
 }
 
 // coldInitRuns is how many fresh processes per function measureColdInit
@@ -68,7 +91,7 @@ func measureColdInit(t *testing.T, dir, rie string) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n  %-8s %10s %10s", "function", "init", "emulator")
-	for _, name := range []string{"push", "pop", "ack", "dlq", "admin", "reaper", "migrate"} {
+	for _, name := range functionNames {
 		bootstrap := filepath.Join(dir, name)
 		var direct, emulated []time.Duration
 		for range coldInitRuns {

@@ -22,6 +22,7 @@ import (
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgcluster"
 	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/prommetrics"
 	"github.com/queen-serverless/queen/core/reaper"
 )
 
@@ -110,7 +111,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		MaxWait:      cfg.MaxWait,
 		Logger:       log,
-		Metrics:      httpapi.NewMetrics(),
+		Metrics:      prommetrics.New(),
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(opt.host, strconv.Itoa(cfg.Port)))

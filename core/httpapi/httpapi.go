@@ -60,7 +60,16 @@ type Config struct {
 	// Logger receives request errors. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics, when set, counts operations and serves /metrics/prometheus.
-	Metrics *Metrics
+	Metrics Metrics
+}
+
+// Metrics is what the API reports operations to; core/prommetrics
+// implements it for the local server.
+type Metrics interface {
+	// Observe records one operation, its outcome and its latency.
+	Observe(op string, err error, d time.Duration)
+	// Handler serves /metrics/prometheus.
+	Handler(store queen.Store, log *slog.Logger) http.Handler
 }
 
 // WithDefaults fills zero fields with the defaults.

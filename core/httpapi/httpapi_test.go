@@ -18,6 +18,7 @@ import (
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/core/prommetrics"
 	"github.com/queen-serverless/queen/core/queen"
 )
 
@@ -40,7 +41,7 @@ func newServer(t *testing.T, realTime bool, opts ...serverOption) *server {
 		e = pgstoretest.New(t)
 	}
 	cfg := httpapi.Config{MaxBodyBytes: 64 << 10, MaxWait: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: httpapi.NewMetrics()}
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: prommetrics.New()}
 	var store queen.Store = e.Store
 	for _, o := range opts {
 		o(&cfg, &store)
