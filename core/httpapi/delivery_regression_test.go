@@ -96,6 +96,47 @@ func TestRegressionWildcardAfterManyConsumed(t *testing.T) {
 	}
 }
 
+// Waiting partitions must not hide a deliverable one either: with
+// windowBuffer 10 s, 100 partitions pushed to a moment ago are not
+// deliverable, and the quiet partition scheduled after them is.
+func TestRegressionWindowBufferedAheadOfDeliverable(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	s.configure("windowed", map[string]any{"windowBuffer": 10})
+	busy := func(i int) string { return fmt.Sprintf("busy%03d", i) }
+	s.pushOnePerPartition("windowed", 100, busy)
+	s.pushN("windowed", "quiet", 1)
+	s.env.Clock.Advance(11 * time.Second)
+	s.pushOnePerPartition("windowed", 100, busy) // their windows start again
+	for range 2 {
+		p, ok := s.popWildcard("windowed", "g", "&batch=1")
+		if !ok || p.Partition != "quiet" {
+			t.Fatalf("wildcard pop: ok=%v partition %q, want the quiet partition, the only deliverable one", ok, p.Partition)
+		}
+		s.ackAll("g", p)
+		if _, ok := s.popWildcard("windowed", "g", "&batch=1"); ok {
+			t.Fatal("a pop found a message while every other partition is inside its window")
+		}
+		s.pushN("windowed", "quiet", 1)
+		s.env.Clock.Advance(10 * time.Second)
+		s.pushOnePerPartition("windowed", 100, busy)
+	}
+	// Once the busy partitions are quiet for 10 s they are served again.
+	s.env.Clock.Advance(10 * time.Second)
+	got := 0
+	for {
+		p, ok := s.popWildcard("windowed", "g", "&batch=1000&partitions=100")
+		if !ok {
+			break
+		}
+		got += len(p.Messages)
+		s.ackAll("g", p)
+	}
+	if want := 100*4 + 1; got != want { // four pushes to each busy partition, the quiet one's last
+		t.Fatalf("after the windows passed got %d messages, want %d", got, want)
+	}
+}
+
 // Defect 1, partitions=N: one pop leases up to N partitions (SPEC §3.4),
 // here 100 of 120 each holding one message, under one lease id.
 func TestRegressionPopHundredPartitions(t *testing.T) {

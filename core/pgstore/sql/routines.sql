@@ -435,7 +435,8 @@ $fn$;
 
 -- _claim tries to lease up to p_budget messages of one partition.
 -- status: 'claimed', 'consumed' (nothing left), 'busy' (leased or locked),
--- 'waiting' (delayedProcessing / windowBuffer).
+-- 'waiting' (delayedProcessing / windowBuffer; not_before says when the
+-- partition can be deliverable at the earliest).
 CREATE OR REPLACE FUNCTION queen._claim(q queen.queues, s queen.subscriptions, p_pid uuid,
                                          p_pname text, p_group text, p_budget int, p_lease uuid,
                                          p_auto boolean, p_worker text, p_now timestamptz)
@@ -485,6 +486,7 @@ BEGIN
     END IF;
     IF q.window_buffer > 0 AND v_pushed > p_now - make_interval(secs => q.window_buffer) THEN
         r.status := 'waiting';
+        r.not_before := v_pushed + make_interval(secs => q.window_buffer);
         RETURN r;
     END IF;
 
@@ -544,7 +546,11 @@ BEGIN
     ) m;
 
     IF r.n = 0 THEN
+        -- Only delayedProcessing leaves a stored head undeliverable; the
+        -- segment holding it is the oldest that can become deliverable.
         r.status := 'waiting';
+        SELECT created_at + make_interval(secs => q.delayed_processing) INTO r.not_before
+        FROM queen.segments WHERE partition_id = p_pid AND base_offset = v_seg;
         RETURN r;
     END IF;
 
@@ -612,15 +618,18 @@ BEGIN
     ELSE
         LOOP
             -- Consumed partitions leave the ready set when they are acked,
-            -- so the scan meets only partitions with something to deliver
-            -- (or delayed); it looks at a few more than it may lease.
+            -- so the scan meets only partitions with something to deliver;
+            -- it looks at a few more than it may lease.
             EXIT WHEN v_parts >= v_maxp OR v_got >= v_batch OR v_scanned >= 64 + v_maxp;
-            -- Partitions leased by another consumer of the group are passed
-            -- over here, by key, so they never use up the scan budget.
+            -- Partitions leased by another consumer of the group, and those
+            -- a pop found waiting (delayedProcessing, windowBuffer) until
+            -- they can be deliverable, are passed over here, so they never
+            -- use up the scan budget.
             SELECT rd.partition_id, p.name INTO v_pid, v_pname
             FROM queen.ready rd JOIN queen.partitions p ON p.id = rd.partition_id
             WHERE rd.queue_id = q.id AND rd.group_name = v_group
               AND rd.partition_id <> ALL (v_seen)
+              AND (rd.not_before IS NULL OR rd.not_before <= v_now)
               -- a scalar subquery, so the generic plan looks the cursor
               -- up by key whatever the table's size when it was planned
               AND NOT coalesce((SELECT c.lease_id IS NOT NULL AND c.lease_expires_at > v_now
@@ -631,13 +640,15 @@ BEGIN
             FOR UPDATE OF rd SKIP LOCKED;
             EXIT WHEN NOT FOUND;
             v_seen := v_seen || v_pid;
-            v_scanned := v_scanned + 1;
             r := queen._claim(q, s, v_pid, v_pname, v_group, v_batch - v_got, v_lease, v_auto,
                               v_worker, v_now);
+            IF r.status <> 'waiting' THEN
+                v_scanned := v_scanned + 1;  -- a waiting row is passed over from now on
+            END IF;
             IF r.status = 'consumed' THEN
                 PERFORM queen._unschedule(v_pid, v_group);
             ELSIF r.status IN ('claimed', 'waiting') THEN
-                UPDATE queen.ready SET order_key = nextval('queen.ready_order')
+                UPDATE queen.ready SET order_key = nextval('queen.ready_order'), not_before = r.not_before
                 WHERE partition_id = v_pid AND group_name = v_group;  -- by ready_partition
                 IF r.status = 'claimed' AND v_auto THEN
                     PERFORM queen._unschedule(v_pid, v_group);
@@ -1125,7 +1136,8 @@ BEGIN
         SELECT q.id, p_group, upd.pid, nextval('queen.ready_order')
         FROM upd WHERE upd.committed < upd.last_offset
         ORDER BY upd.pid
-        ON CONFLICT DO NOTHING
+        -- a seek back may make an older, deliverable head the next one
+        ON CONFLICT (partition_id, group_name) DO UPDATE SET not_before = NULL
     )
     SELECT json_agg(json_build_object('partition', upd.name, 'committed', upd.committed,
                                       'lastOffset', upd.last_offset) ORDER BY upd.name)
@@ -1163,6 +1175,10 @@ BEGIN
         updated_at = v_now
     WHERE name = p_queue
     RETURNING * INTO q;
+    IF p_opts->'delayedProcessing' IS NOT NULL OR p_opts->'windowBuffer' IS NOT NULL THEN
+        -- when a waiting partition can be deliverable depends on them
+        UPDATE queen.ready SET not_before = NULL WHERE queue_id = q.id AND not_before IS NOT NULL;
+    END IF;
     RETURN row_to_json(q);
 END
 $fn$;
