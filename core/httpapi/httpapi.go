@@ -224,7 +224,19 @@ type resultsError struct {
 func (e *resultsError) Error() string { return e.err.Error() }
 func (e *resultsError) Unwrap() error { return e.err }
 
+// statusClientClosed answers a request whose client went away (nginx's
+// 499): nobody reads it, but a Lambda handler must write a status.
+const statusClientClosed = 499
+
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		// The client cancelled (a long poll given up): whatever the store
+		// call then failed with, the database is not at fault.
+		a.cfg.Logger.DebugContext(context.WithoutCancel(r.Context()), "client closed the request",
+			"method", r.Method, "path", r.URL.Path, "err", err)
+		w.WriteHeader(statusClientClosed)
+		return
+	}
 	status := statusOf(err)
 	body := errorBody{Error: err.Error()}
 	var re *resultsError

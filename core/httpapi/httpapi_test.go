@@ -245,7 +245,7 @@ func TestErrorStatuses(t *testing.T) {
 		{"POST", "/api/v1/push", `{"items": "nope"}`, 400, "items"},
 		{"POST", "/api/v1/push", `{"items": [{"queue": 5}]}`, 400, "queue"},
 		{"POST", "/api/v1/push", `{"items": [{"queue": "bad name"}]}`, 400, "items[0].queue"},
-		{"POST", "/api/v1/push", `{"items": []}`, 400, "items"},
+		{"POST", "/api/v1/push", `{"items": null}`, 400, "items"},
 		{"POST", "/api/v1/push", "{\"items\": [{\"queue\": \"q\", \"payload\": \"\xff\"}]}", 400, "UTF-8"},
 		{"POST", "/api/v1/push", `{"items": [{"queue": "q", "partition": "a\u0000b"}]}`, 400, "partition"},
 		{"POST", "/api/v1/push", big, 413, "too large"},

@@ -78,6 +78,13 @@ func (a *API) push(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
+	if req.Items == nil {
+		return queen.Invalid("items", "is required")
+	}
+	if len(req.Items) == 0 { // batching clients send one when their count is a multiple of the batch size
+		writeJSON(w, http.StatusCreated, []PushResult{})
+		return nil
+	}
 	res, err := a.store.Push(r.Context(), pushItems(req.Items))
 	if err != nil {
 		return err
@@ -295,14 +302,19 @@ func (a *API) extendLease(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if req.Seconds == nil {
-		return queen.Invalid("seconds", "is required")
+	seconds := 0 // Queen's clients send {}: renew by the queue's leaseTime
+	if req.Seconds != nil {
+		if *req.Seconds < 1 {
+			return queen.Invalid("seconds", "must be at least 1 (omit it to renew by the queue's leaseTime)")
+		}
+		seconds = *req.Seconds
 	}
-	exp, err := a.store.ExtendLease(r.Context(), r.PathValue("leaseId"), *req.Seconds)
+	exp, err := a.store.ExtendLease(r.Context(), r.PathValue("leaseId"), seconds)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"leaseId": r.PathValue("leaseId"), "expiresAt": exp})
+	writeJSON(w, http.StatusOK, map[string]any{"leaseId": r.PathValue("leaseId"), "expiresAt": exp,
+		"newExpiresAt": exp, "success": true})
 	return nil
 }
 

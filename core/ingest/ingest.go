@@ -285,6 +285,9 @@ func (h *Handler) Direct(ctx context.Context, raw json.RawMessage) ([]httpapi.Pu
 	if err := dec.Decode(&req); err != nil {
 		return nil, queen.Invalid("items", "malformed: %v", err)
 	}
+	if len(req.Items) == 0 && req.Items != nil { // as POST /api/v1/push: nothing to write
+		return []httpapi.PushResult{}, nil
+	}
 	items := make([]queen.PushItem, len(req.Items))
 	for i, it := range req.Items {
 		items[i] = it.Item()

@@ -274,6 +274,15 @@ func TestDirect(t *testing.T) {
 	if n := len(f.messages(t, "direct")); n != 3 {
 		t.Errorf("direct holds %d messages, want 3", n)
 	}
+
+	// An empty batch is an empty result, as HTTP push answers 201 [].
+	out, err = f.h.Invoke(context.Background(), json.RawMessage(`{"items":[]}`))
+	if err != nil {
+		t.Fatalf("empty batch: %v", err)
+	}
+	if b, _ := json.Marshal(out); string(b) != "[]" {
+		t.Errorf("empty batch: %s, want []", b)
+	}
 }
 
 func TestHTTPAndUnknown(t *testing.T) {

@@ -457,7 +457,7 @@ func genSequence(seed uint64, steps int) []dOp {
 			o.kind = dExtend
 			o.group = groups[rng.IntN(len(groups))]
 			o.part = parts[rng.IntN(len(parts))]
-			o.d = time.Duration(1+rng.IntN(10)) * time.Second
+			o.d = time.Duration(rng.IntN(11)) * time.Second // 0: the queue's leaseTime
 		case r < 100:
 			o.kind = dConfigure
 			if chance(0.5) {

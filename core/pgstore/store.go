@@ -368,8 +368,8 @@ func (s *Store) ExtendLease(ctx context.Context, leaseID string, seconds int) (t
 	if !queen.IsUUID(leaseID) {
 		return time.Time{}, queen.Errorf(queen.ErrNotFound, "lease %s not found", leaseID)
 	}
-	if seconds < 1 || seconds > 7*86400 {
-		return time.Time{}, queen.Invalid("seconds", "must be between 1 and %d", 7*86400)
+	if seconds < 0 || seconds > 7*86400 {
+		return time.Time{}, queen.Invalid("seconds", "must be between 1 and %d (or 0: the queue's leaseTime)", 7*86400)
 	}
 	var out struct {
 		Status    string    `json:"status"`

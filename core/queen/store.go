@@ -18,7 +18,8 @@ type Store interface {
 	Ack(ctx context.Context, acks []Ack) ([]AckResult, error)
 	// Transaction applies acks and pushes atomically.
 	Transaction(ctx context.Context, req TransactionRequest) (TransactionResult, error)
-	// ExtendLease extends every partition lease held under leaseID.
+	// ExtendLease extends every partition lease held under leaseID to
+	// seconds from now; 0 means each queue's leaseTime.
 	ExtendLease(ctx context.Context, leaseID string, seconds int) (time.Time, error)
 	// Configure creates a queue or updates the options given.
 	Configure(ctx context.Context, req ConfigureRequest) (Queue, error)

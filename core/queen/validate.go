@@ -156,13 +156,17 @@ func NormalizePop(req PopRequest) (PopRequest, error) {
 // timestamp.
 func ParseSubscription(mode, from string) (SubscriptionMode, time.Time, error) {
 	var m SubscriptionMode
+	// As in Queen, new (new-only, new_only, newonly) starts at the head;
+	// every other value its clients send (all, from_beginning, …) reads
+	// from the beginning.
 	switch strings.ToLower(mode) {
-	case "", "all":
-		m = SubscribeAll
-	case "new", "new-only":
+	case "new", "new-only", "new_only", "newonly":
 		m = SubscribeNew
 	default:
-		return "", time.Time{}, Invalid("subscriptionMode", "must be one of all, new, new-only")
+		if len(mode) > 64 || strings.ContainsFunc(mode, unicode.IsControl) {
+			return "", time.Time{}, Invalid("subscriptionMode", "must be new, new-only, or a mode that reads from the beginning (all, from_beginning)")
+		}
+		m = SubscribeAll
 	}
 	switch strings.ToLower(from) {
 	case "":

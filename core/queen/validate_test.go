@@ -42,7 +42,13 @@ func TestParseSubscription(t *testing.T) {
 		{"", "now", SubscribeNew, time.Time{}, false},
 		{"", ts, SubscribeFrom, want, false},
 		{"", "yesterday", "", time.Time{}, true},
-		{"latest", "", "", time.Time{}, true},
+		// Queen: new, new-only, new_only, newonly start at the head; every
+		// other mode reads from the beginning.
+		{"new_only", "", SubscribeNew, time.Time{}, false},
+		{"NewOnly", "", SubscribeNew, time.Time{}, false},
+		{"from_beginning", "", SubscribeAll, time.Time{}, false},
+		{"latest", "", SubscribeAll, time.Time{}, false},
+		{"a\x00b", "", "", time.Time{}, true},
 	}
 	for _, c := range cases {
 		m, at, err := ParseSubscription(c.mode, c.from)

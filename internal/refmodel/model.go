@@ -624,14 +624,18 @@ func (m *Model) Touch(queueName, partitionName, group string, now time.Time) {
 }
 
 // ExtendLease pushes out every live partition lease held under id to at
-// least now+seconds. It reports whether any was live.
+// least now+seconds (0: the queue's leaseTime). It reports whether any was live.
 func (m *Model) ExtendLease(id string, seconds int, now time.Time) bool {
 	found := false
 	for _, q := range m.queues {
 		for _, p := range q.parts {
 			for _, c := range p.cursors {
 				if c.lease != nil && c.lease.id == id && c.lease.expires.After(now) {
-					if t := now.Add(secs(seconds)); t.After(c.lease.expires) {
+					d := seconds
+					if d == 0 {
+						d = q.opts.LeaseTime
+					}
+					if t := now.Add(secs(d)); t.After(c.lease.expires) {
 						c.lease.expires = t
 					}
 					found = true

@@ -1041,7 +1041,8 @@ END
 $fn$;
 
 -- extend_lease pushes out the expiry of every partition lease held under
--- p_lease. Returns {status: 'ok'|'expired'|'unknown', expiresAt}.
+-- p_lease to p_seconds from now (0: the queue's leaseTime). Returns
+-- {status: 'ok'|'expired'|'unknown', expiresAt}.
 CREATE OR REPLACE FUNCTION queen.extend_lease(p_lease uuid, p_seconds int, p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
@@ -1049,11 +1050,13 @@ DECLARE
     v_exp timestamptz;
 BEGIN
     WITH u AS (
-        UPDATE queen.consumers
-        SET lease_expires_at = greatest(lease_expires_at, v_now + make_interval(secs => p_seconds)),
+        UPDATE queen.consumers c
+        SET lease_expires_at = greatest(c.lease_expires_at,
+                                        v_now + make_interval(secs => coalesce(nullif(p_seconds, 0), q.lease_time))),
             updated_at = v_now
-        WHERE lease_id = p_lease AND lease_expires_at > v_now
-        RETURNING lease_expires_at
+        FROM queen.queues q
+        WHERE c.lease_id = p_lease AND c.lease_expires_at > v_now AND q.id = c.queue_id
+        RETURNING c.lease_expires_at
     )
     SELECT max(lease_expires_at) INTO v_exp FROM u;
     IF v_exp IS NOT NULL THEN
