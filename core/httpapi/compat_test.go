@@ -151,3 +151,142 @@ func TestCompatLeaseRenewWithEmptyBody(t *testing.T) {
 		t.Fatalf("seconds 0: %d %s, want 400", r.status, r.body)
 	}
 }
+
+// Configure echoes every option Queen echoes, with the queue's effective
+// values; Queen's names act on the log with their mapped meaning.
+func TestCompatConfigureEcho(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	var res struct {
+		Configured bool           `json:"configured"`
+		Options    map[string]any `json:"options"`
+	}
+	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": map[string]any{
+		"leaseTime": 60, "retryLimit": 2, "retryDelay": 1500, "maxWaitTimeSeconds": 7200,
+		"retentionEnabled": true, "deadLetterQueue": true, "dlqAfterMaxRetries": true}}, 200).json(t, &res)
+	want := map[string]any{"leaseTime": 60.0, "retryLimit": 2.0, "retryDelay": 1500.0, "ttl": 7200.0,
+		"maxWaitTimeSeconds": 7200.0, "retentionSeconds": 7200.0, "retentionEnabled": true,
+		"deadLetterQueue": true, "dlqAfterMaxRetries": true, "completedRetentionSeconds": 0.0,
+		"delayedProcessing": 0.0, "windowBuffer": 0.0, "maxSize": 0.0, "priority": 0.0, "encryptionEnabled": false,
+		"dedupWindowSeconds": nil}
+	for k, v := range want {
+		got, ok := res.Options[k]
+		if !ok {
+			t.Errorf("options lack %s: %v", k, res.Options)
+		} else if v != nil && got != v {
+			t.Errorf("options.%s = %v, want %v", k, got, v)
+		}
+	}
+	// retentionEnabled false switches both windows off.
+	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": map[string]any{
+		"completedRetentionSeconds": 60}}, 200)
+	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": map[string]any{
+		"retentionEnabled": false}}, 200).json(t, &res)
+	if res.Options["retentionSeconds"] != 0.0 || res.Options["completedRetentionSeconds"] != 0.0 || res.Options["retentionEnabled"] != false {
+		t.Errorf("after retentionEnabled false: %v", res.Options)
+	}
+	for _, bad := range []struct {
+		opts map[string]any
+		says string
+	}{
+		{map[string]any{"deadLetterQueue": false}, "dead-letter"},
+		{map[string]any{"dlqAfterMaxRetries": false}, "dead-letter"},
+		{map[string]any{"ttl": 60, "retentionSeconds": 120}, "retentionSeconds"},
+		{map[string]any{"retentionEnabled": false, "retentionSeconds": 120}, "retention"},
+		{map[string]any{"retryDelay": -1}, "retryDelay"},
+	} {
+		r := s.do("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": bad.opts})
+		if r.status != 400 || !strings.Contains(r.errorText(t), bad.says) {
+			t.Errorf("configure %v: %d %s, want 400 saying %q", bad.opts, r.status, r.body, bad.says)
+		}
+	}
+	// Nothing of the refused requests was written.
+	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": map[string]any{}}, 200).json(t, &res)
+	if res.Options["retentionSeconds"] != 0.0 || res.Options["retryDelay"] != 1500.0 {
+		t.Errorf("a refused configure changed the queue: %v", res.Options)
+	}
+}
+
+// retryDelay (ms): a failed message is redelivered no sooner than that.
+func TestCompatRetryDelay(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	s.configure("slow", map[string]any{"retryDelay": 5000, "retryLimit": 3})
+	s.pushN("slow", "p", 2)
+	p, ok := s.popGroup("slow", "p", "g", 1, "")
+	if !ok {
+		t.Fatal("no message")
+	}
+	s.ackBatch("g", p.LeaseID, ackOf(p, 0, "failed"))
+	for _, step := range []time.Duration{0, 4900 * time.Millisecond} {
+		s.env.Clock.Advance(step)
+		if _, ok := s.popGroup("slow", "p", "g", 1, ""); ok {
+			t.Fatalf("redelivered %v after the failure, retryDelay is 5 s", step)
+		}
+		if _, ok := s.popWildcard("slow", "g", "&batch=1"); ok {
+			t.Fatalf("wildcard pop redelivered before retryDelay passed")
+		}
+	}
+	s.env.Clock.Advance(100 * time.Millisecond)
+	p, ok = s.popWildcard("slow", "g", "&batch=1")
+	if !ok || p.Messages[0].Offset != 0 || p.Messages[0].RetryCount != 1 {
+		t.Fatalf("after 5 s: ok=%v %+v, want offset 0 with retryCount 1", ok, p.Messages)
+	}
+	// A completed ack releases the hold at once for the next message.
+	s.ackBatch("g", p.LeaseID, ackOf(p, 0, "completed"))
+	if p, ok := s.popGroup("slow", "p", "g", 1, ""); !ok || p.Messages[0].Offset != 1 {
+		t.Fatalf("after the redelivery was completed the next message waits: ok=%v", ok)
+	}
+}
+
+// queenctl browses with limit=10000 and tells consumed from pending by each
+// message's status (Queen's status/busStatus), derived here from the cursors.
+func TestCompatBrowseStatusAndLimit(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	s.configure("seen", map[string]any{"leaseTime": 30})
+	for _, g := range []string{"A", "B"} {
+		s.popWildcard("seen", g, "&batch=1") // subscribe
+	}
+	s.pushN("seen", "p", 4)
+	a, _ := s.popGroup("seen", "p", "A", 3, "")
+	s.ackBatch("A", a.LeaseID, ackOf(a, 0, "completed"), ackOf(a, 1, "completed")) // lease kept over 2
+	b, _ := s.popGroup("seen", "p", "B", 1, "")
+	s.ackBatch("B", b.LeaseID, ackOf(b, 0, "completed"))
+	b, _ = s.popGroup("seen", "p", "B", 1, "")
+	s.ackBatch("B", b.LeaseID, ackOf(b, 1, "dlq"))
+
+	type row struct {
+		Offset    int64  `json:"offset"`
+		Status    string `json:"status"`
+		BusStatus struct {
+			ConsumedBy  int `json:"consumedBy"`
+			TotalGroups int `json:"totalGroups"`
+		} `json:"busStatus"`
+	}
+	read := func() []row {
+		var page struct {
+			Messages []row `json:"messages"`
+		}
+		s.expect("GET", "/api/v1/messages?queue=seen&limit=10000", nil, 200).json(t, &page)
+		return page.Messages
+	}
+	check := func(when string, want []string, consumed []int) {
+		t.Helper()
+		got := read()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d messages, want %d", when, len(got), len(want))
+		}
+		for i, r := range got {
+			if r.Offset != int64(i) || r.Status != want[i] || r.BusStatus.ConsumedBy != consumed[i] || r.BusStatus.TotalGroups != 2 {
+				t.Errorf("%s: offset %d: %+v, want status %s consumed by %d of 2", when, i, r, want[i], consumed[i])
+			}
+		}
+	}
+	check("A leased 2", []string{"completed", "dead_letter", "processing", "pending"}, []int{2, 2, 0, 0})
+	s.env.Clock.Advance(31 * time.Second)
+	check("A's lease expired", []string{"completed", "dead_letter", "pending", "pending"}, []int{2, 2, 0, 0})
+	for _, limit := range []string{"0", "-5"} {
+		s.expect("GET", "/api/v1/messages?queue=seen&limit="+limit, nil, 200)
+	}
+}

@@ -276,7 +276,7 @@ func TestErrorStatuses(t *testing.T) {
 		{"GET", "/api/v1/consumer-groups/nobody", nil, 404, "nobody"},
 		{"POST", "/api/v1/consumer-groups/g/queues/missing/seek", map[string]any{"toEnd": true}, 404, "missing"},
 		{"POST", "/api/v1/consumer-groups/g/queues/q/seek", map[string]any{"timestamp": "soon"}, 400, "timestamp"},
-		{"GET", "/api/v1/messages?queue=q&limit=0", nil, 400, "limit"},
+		{"GET", "/api/v1/messages?queue=q&limit=many", nil, 400, "limit"},
 		{"GET", "/api/v1/nowhere", nil, 404, "no route"},
 		{"PUT", "/api/v1/push", nil, 405, ""},
 	}

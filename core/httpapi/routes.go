@@ -663,9 +663,7 @@ func (a *API) browse(w http.ResponseWriter, r *http.Request) error {
 	if req.Limit, err = queryInt(q, "limit", 100); err != nil {
 		return err
 	}
-	if req.Limit < 1 {
-		return queen.Invalid("limit", "must be between 1 and 1000")
-	}
+	req.Limit = min(max(req.Limit, 1), queen.MaxBrowseLimit) // clamped, as Queen's clients expect (queenctl asks for 10000)
 	msgs, err := a.store.Browse(r.Context(), req)
 	if err != nil {
 		return err

@@ -87,7 +87,7 @@ func (f fixture) messages(t *testing.T, queue string) map[string]queen.Message {
 	}
 	out := map[string]queen.Message{}
 	for _, m := range msgs {
-		out[fmt.Sprintf("%s/%d", m.Partition, m.Offset)] = m
+		out[fmt.Sprintf("%s/%d", m.Partition, m.Offset)] = m.Message
 	}
 	return out
 }

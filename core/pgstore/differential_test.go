@@ -103,6 +103,7 @@ var dPaths = []string{
 	"ack: without leaseId", "pop: while a push is in flight", "transaction: applied", "transaction: repeated",
 	"transaction: refused for its lease", "transaction: refused for its acks", "reap: lease expired", "reap: dead-lettered by expiry", "reap: retention",
 	"reap: completed retention", "seek", "dead letter: retried", "dead letter: deleted", "lease: extended",
+	"pop: held back by retryDelay",
 }
 
 func (c *dCoverage) add(path string, n int) {
@@ -348,6 +349,9 @@ func genSequence(seed uint64, steps int) []dOp {
 	if chance(0.2) {
 		profile.DelayedProcessing = ptr(1 + rng.IntN(2))
 	}
+	if chance(0.25) {
+		profile.RetryDelay = ptr(pick(500, 1000, 3000)) // ms
+	}
 	if chance(0.15) {
 		profile.WindowBuffer = ptr(1)
 	}
@@ -460,10 +464,13 @@ func genSequence(seed uint64, steps int) []dOp {
 			o.d = time.Duration(rng.IntN(11)) * time.Second // 0: the queue's leaseTime
 		case r < 100:
 			o.kind = dConfigure
-			if chance(0.5) {
+			switch rng.IntN(3) {
+			case 0:
 				o.opts.RetryLimit = ptr(rng.IntN(4))
-			} else {
+			case 1:
 				o.opts.LeaseTime = ptr(2 + rng.IntN(9))
+			default:
+				o.opts.RetryDelay = ptr(pick(0, 500, 2000)) // ms
 			}
 		case r < 105:
 			o.kind = dTxn
@@ -554,7 +561,7 @@ func runSequence(env *pgstoretest.Env, seed uint64, attempt int, ops []dOp, cov 
 }
 
 func toQueenOptions(p refmodel.OptionsPatch) queen.QueueOptions {
-	return queen.QueueOptions{LeaseTime: p.LeaseTime, RetryLimit: p.RetryLimit, DedupWindowSeconds: p.DedupWindow,
+	return queen.QueueOptions{LeaseTime: p.LeaseTime, RetryLimit: p.RetryLimit, RetryDelay: p.RetryDelay, DedupWindowSeconds: p.DedupWindow,
 		DelayedProcessing: p.DelayedProcessing, WindowBuffer: p.WindowBuffer, MaxSize: p.MaxSize,
 		RetentionSeconds: p.Retention, CompletedRetentionSeconds: p.CompletedRetention}
 }
@@ -767,6 +774,10 @@ func (r *dRun) checkPop(ctx context.Context, o dOp, now time.Time) string {
 	if o.part != "" {
 		mreq.Chosen = nil
 	}
+	heldBack := false
+	if c, ok := r.model.Cursor(r.queue, o.part, o.group); ok && o.part != "" {
+		heldBack = c.RetryAt.After(now) && c.Committed < c.LastOffset && c.LeaseID == ""
+	}
 	want, merr := r.model.Pop(mreq, now)
 	if merr != nil {
 		return fmt.Sprintf("pop: engine delivered %s; the model says: %v", describeMsgs(r, got.Messages), merr)
@@ -794,6 +805,9 @@ func (r *dRun) checkPop(ctx context.Context, o dOp, now time.Time) string {
 	}
 	if o.autoAck && len(got.Messages) > 0 {
 		r.cov.add("pop: autoAck", 1)
+	}
+	if heldBack && len(got.Messages) == 0 {
+		r.cov.add("pop: held back by retryDelay", 1)
 	}
 	for _, m := range got.Messages {
 		if m.RetryCount > 0 {

@@ -109,3 +109,11 @@ func equal[T comparable](a, b []T) bool {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func browsedOffsets(msgs []queen.BrowsedMessage) []int64 {
+	out := make([]int64, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Offset
+	}
+	return out
+}

@@ -394,6 +394,7 @@ type queueRow struct {
 	Task                      *string   `json:"task"`
 	LeaseTime                 int       `json:"lease_time"`
 	RetryLimit                int       `json:"retry_limit"`
+	RetryDelayMS              int       `json:"retry_delay_ms"`
 	DedupWindow               int       `json:"dedup_window"`
 	DelayedProcessing         int       `json:"delayed_processing"`
 	WindowBuffer              int       `json:"window_buffer"`
@@ -408,11 +409,11 @@ type queueRow struct {
 
 func (r queueRow) queue() queen.Queue {
 	q := queen.Queue{Name: r.Name, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Options: queen.Options{
-		LeaseTime: r.LeaseTime, RetryLimit: r.RetryLimit, DedupWindowSeconds: r.DedupWindow,
+		LeaseTime: r.LeaseTime, RetryLimit: r.RetryLimit, RetryDelay: r.RetryDelayMS, DedupWindowSeconds: r.DedupWindow,
 		DelayedProcessing: r.DelayedProcessing, WindowBuffer: r.WindowBuffer, MaxSize: r.MaxSize,
 		RetentionSeconds: r.RetentionSeconds, CompletedRetentionSeconds: r.CompletedRetentionSeconds,
 		EncryptionEnabled: r.EncryptionEnabled, Priority: r.Priority,
-	}}
+	}.WithAliases()}
 	if r.Namespace != nil {
 		q.Namespace = *r.Namespace
 	}
@@ -444,7 +445,8 @@ func (s *Store) Configure(ctx context.Context, req queen.ConfigureRequest) (quee
 	if err := req.Options.Validate(); err != nil {
 		return queen.Queue{}, err
 	}
-	opts, _ := jsonArg(req.Options)
+	norm, _ := req.Options.Normalize()
+	opts, _ := jsonArg(norm)
 	var row queueRow
 	if err := s.call(ctx, "configure", sqlConfigure, &row, req.Queue, nullable(req.Namespace),
 		nullable(req.Task), opts, s.now()); err != nil {
@@ -666,7 +668,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group, queue string) error {
 }
 
 // Browse implements queen.Store.
-func (s *Store) Browse(ctx context.Context, req queen.BrowseRequest) ([]queen.Message, error) {
+func (s *Store) Browse(ctx context.Context, req queen.BrowseRequest) ([]queen.BrowsedMessage, error) {
 	if err := queen.ValidateQueueName("queue", req.Queue); err != nil {
 		return nil, err
 	}
@@ -684,8 +686,8 @@ func (s *Store) Browse(ctx context.Context, req queen.BrowseRequest) ([]queen.Me
 	if req.FromOffset < 0 {
 		return nil, queen.Invalid("fromOffset", "must not be negative")
 	}
-	var out []queen.Message
-	err := s.call(ctx, "browse", sqlBrowse, &out, req.Queue, nullable(req.Partition), req.FromOffset, req.Limit)
+	var out []queen.BrowsedMessage
+	err := s.call(ctx, "browse", sqlBrowse, &out, req.Queue, nullable(req.Partition), req.FromOffset, req.Limit, s.now())
 	return out, err
 }
 

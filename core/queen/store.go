@@ -46,8 +46,9 @@ type Store interface {
 	Group(ctx context.Context, name string) (GroupSummary, error)
 	// DeleteGroup forgets a group: on one queue, or everywhere when queue is "".
 	DeleteGroup(ctx context.Context, group, queue string) error
-	// Browse reads messages of a queue without consuming them.
-	Browse(ctx context.Context, req BrowseRequest) ([]Message, error)
+	// Browse reads messages of a queue without consuming them, each with
+	// its status derived from the cursors.
+	Browse(ctx context.Context, req BrowseRequest) ([]BrowsedMessage, error)
 	// Reap runs one bounded maintenance pass.
 	Reap(ctx context.Context, limit int) (ReapStats, error)
 	// Stats reads the gauges for metrics.

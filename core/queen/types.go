@@ -103,6 +103,29 @@ type Message struct {
 	RetryCount    int             `json:"retryCount"`
 }
 
+// Browse statuses of a message, derived from the cursors (Queen's names).
+const (
+	BrowsePending    = "pending"     // some subscribed group has not read it
+	BrowseProcessing = "processing"  // under a live lease, some group has not read it
+	BrowseCompleted  = "completed"   // every subscribed group's cursor is past it
+	BrowseDeadLetter = "dead_letter" // dead-lettered by some group
+)
+
+// BrowsedMessage is a message of the log with where the groups are on it.
+type BrowsedMessage struct {
+	Message
+	Status      string    `json:"status"`
+	QueueStatus string    `json:"queueStatus"`
+	BusStatus   BusStatus `json:"busStatus"`
+}
+
+// BusStatus counts the subscribed groups whose position is at or past a
+// message.
+type BusStatus struct {
+	ConsumedBy  int `json:"consumedBy"`
+	TotalGroups int `json:"totalGroups"`
+}
+
 // PopResult is a leased batch; empty Messages means nothing was deliverable.
 type PopResult struct {
 	LeaseID        string     `json:"leaseId,omitempty"`
@@ -182,8 +205,12 @@ type TransactionResult struct {
 
 // QueueOptions is a partial set of queue options: nil keeps the current value.
 type QueueOptions struct {
-	LeaseTime                 *int   `json:"leaseTime,omitempty"`
-	RetryLimit                *int   `json:"retryLimit,omitempty"`
+	LeaseTime  *int `json:"leaseTime,omitempty"`
+	RetryLimit *int `json:"retryLimit,omitempty"`
+	// RetryDelay (ms): after a failed or retry ack ends a batch, or an
+	// expired lease charges an attempt, the partition is not delivered to
+	// that group again before this much time has passed.
+	RetryDelay                *int   `json:"retryDelay,omitempty"`
 	DedupWindowSeconds        *int   `json:"dedupWindowSeconds,omitempty"`
 	DelayedProcessing         *int   `json:"delayedProcessing,omitempty"`
 	WindowBuffer              *int   `json:"windowBuffer,omitempty"`
@@ -195,12 +222,23 @@ type QueueOptions struct {
 	// Priority is accepted for client compatibility and has no effect: the
 	// model has no priorities.
 	Priority *int `json:"priority,omitempty"`
+
+	// Queen's names with a meaning mapped onto the log (see Normalize):
+	// ttl and maxWaitTimeSeconds are retentionSeconds; retentionEnabled
+	// false switches both retention windows off; deadLetterQueue and
+	// dlqAfterMaxRetries can only be true.
+	TTL                *int  `json:"ttl,omitempty"`
+	MaxWaitTimeSeconds *int  `json:"maxWaitTimeSeconds,omitempty"`
+	RetentionEnabled   *bool `json:"retentionEnabled,omitempty"`
+	DeadLetterQueue    *bool `json:"deadLetterQueue,omitempty"`
+	DLQAfterMaxRetries *bool `json:"dlqAfterMaxRetries,omitempty"`
 }
 
 // Options are a queue's effective options.
 type Options struct {
 	LeaseTime                 int   `json:"leaseTime"`
 	RetryLimit                int   `json:"retryLimit"`
+	RetryDelay                int   `json:"retryDelay"`
 	DedupWindowSeconds        int   `json:"dedupWindowSeconds"`
 	DelayedProcessing         int   `json:"delayedProcessing"`
 	WindowBuffer              int   `json:"windowBuffer"`
@@ -209,6 +247,20 @@ type Options struct {
 	CompletedRetentionSeconds int   `json:"completedRetentionSeconds"`
 	EncryptionEnabled         bool  `json:"encryptionEnabled"`
 	Priority                  int   `json:"priority"`
+	// Queen's echoed names, derived from the options above.
+	TTL                int  `json:"ttl"`
+	MaxWaitTimeSeconds int  `json:"maxWaitTimeSeconds"`
+	RetentionEnabled   bool `json:"retentionEnabled"`
+	DeadLetterQueue    bool `json:"deadLetterQueue"`
+	DLQAfterMaxRetries bool `json:"dlqAfterMaxRetries"`
+}
+
+// WithAliases fills Queen's echoed names from the options they map to.
+func (o Options) WithAliases() Options {
+	o.TTL, o.MaxWaitTimeSeconds = o.RetentionSeconds, o.RetentionSeconds
+	o.RetentionEnabled = o.RetentionSeconds > 0 || o.CompletedRetentionSeconds > 0
+	o.DeadLetterQueue, o.DLQAfterMaxRetries = true, true
+	return o
 }
 
 // ConfigureRequest creates a queue or updates some of its options.
@@ -341,6 +393,9 @@ type DLQPage struct {
 }
 
 // BrowseRequest reads the log of a queue without consuming it.
+// MaxBrowseLimit is the most messages one browse returns.
+const MaxBrowseLimit = 1000
+
 type BrowseRequest struct {
 	Queue      string
 	Partition  string

@@ -252,6 +252,9 @@ func (o QueueOptions) Validate() error {
 	for _, r := range []rng{
 		{"leaseTime", o.LeaseTime, 1, 7 * day},
 		{"retryLimit", o.RetryLimit, 0, 1000},
+		{"retryDelay", o.RetryDelay, 0, 7 * day * 1000},
+		{"ttl", o.TTL, 0, 3650 * day},
+		{"maxWaitTimeSeconds", o.MaxWaitTimeSeconds, 0, 3650 * day},
 		{"dedupWindowSeconds", o.DedupWindowSeconds, 0, 30 * day},
 		{"delayedProcessing", o.DelayedProcessing, 0, 7 * day},
 		{"windowBuffer", o.WindowBuffer, 0, 7 * day},
@@ -270,5 +273,56 @@ func (o QueueOptions) Validate() error {
 	if o.MaxSize != nil && *o.MaxSize < 0 {
 		return Invalid("options.maxSize", "must not be negative (0 = unlimited)")
 	}
-	return nil
+	_, err := o.Normalize()
+	return err
+}
+
+// Normalize maps Queen's option names onto the ones the log has, after
+// Validate's range checks: ttl and maxWaitTimeSeconds delete messages older
+// than that many seconds, consumed or not — that is retentionSeconds;
+// retentionEnabled false switches retentionSeconds and
+// completedRetentionSeconds off (true lets them apply, as they always do);
+// a message that exhausts retryLimit is always dead-lettered, so
+// deadLetterQueue and dlqAfterMaxRetries may only be true. Conflicting
+// values in one request are refused.
+func (o QueueOptions) Normalize() (QueueOptions, error) {
+	for _, alias := range []struct {
+		name string
+		v    *int
+	}{{"ttl", o.TTL}, {"maxWaitTimeSeconds", o.MaxWaitTimeSeconds}} {
+		if alias.v == nil {
+			continue
+		}
+		if o.RetentionSeconds != nil && *o.RetentionSeconds != *alias.v {
+			return o, Invalid("options."+alias.name, "deletes messages older than that many seconds, as retentionSeconds does; "+
+				"it is %d here and retentionSeconds (or its other alias) %d — give one value", *alias.v, *o.RetentionSeconds)
+		}
+		v := *alias.v
+		o.RetentionSeconds = &v
+	}
+	o.TTL, o.MaxWaitTimeSeconds = nil, nil
+	if o.RetentionEnabled != nil && !*o.RetentionEnabled {
+		for _, w := range []struct {
+			name string
+			v    *int
+		}{{"retentionSeconds", o.RetentionSeconds}, {"completedRetentionSeconds", o.CompletedRetentionSeconds}} {
+			if w.v != nil && *w.v > 0 {
+				return o, Invalid("options.retentionEnabled", "false switches retention off, but %s is %d in the same request", w.name, *w.v)
+			}
+		}
+		zero, zero2 := 0, 0
+		o.RetentionSeconds, o.CompletedRetentionSeconds = &zero, &zero2
+	}
+	o.RetentionEnabled = nil
+	for _, f := range []struct {
+		name string
+		v    *bool
+	}{{"deadLetterQueue", o.DeadLetterQueue}, {"dlqAfterMaxRetries", o.DLQAfterMaxRetries}} {
+		if f.v != nil && !*f.v {
+			return o, Invalid("options."+f.name, "cannot be false: a message that exhausts retryLimit is always kept "+
+				"in the dead-letter table, never dropped (raise retryLimit to retry longer)")
+		}
+	}
+	o.DeadLetterQueue, o.DLQAfterMaxRetries = nil, nil
+	return o, nil
 }

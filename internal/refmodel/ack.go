@@ -359,6 +359,12 @@ func (m *Model) applyUnit(q *queue, p *partition, group string, items []resolved
 	if newCommitted > c.committed {
 		c.headOnly = false
 	}
+	switch {
+	case stop != nil: // retryDelay: the redelivery waits
+		c.retryAt = now.Add(time.Duration(q.opts.RetryDelay) * time.Millisecond)
+	case newCommitted > c.committed:
+		c.retryAt = time.Time{}
+	}
 	c.committed = newCommitted
 	c.delivered = max(c.delivered, newCommitted)
 	if c.lease != nil && (stop != nil || newCommitted >= c.lease.batchEnd) {

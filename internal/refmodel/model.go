@@ -31,6 +31,7 @@ var (
 type Options struct {
 	LeaseTime          int
 	RetryLimit         int
+	RetryDelay         int // milliseconds a failed attempt holds its partition back
 	DedupWindow        int // 0 disables dedup
 	DelayedProcessing  int
 	WindowBuffer       int
@@ -46,9 +47,9 @@ func DefaultOptions() Options {
 
 // OptionsPatch is a partial update: nil keeps the current value.
 type OptionsPatch struct {
-	LeaseTime, RetryLimit, DedupWindow, DelayedProcessing, WindowBuffer *int
-	MaxSize                                                             *int64
-	Retention, CompletedRetention                                       *int
+	LeaseTime, RetryLimit, RetryDelay, DedupWindow, DelayedProcessing, WindowBuffer *int
+	MaxSize                                                                         *int64
+	Retention, CompletedRetention                                                   *int
 }
 
 // Message is one logged message.
@@ -86,6 +87,10 @@ type cursor struct {
 	attempts  int   // failed attempts of the head, offset committed+1
 	headOnly  bool  // after a lease expiry the head is delivered alone
 	lease     *lease
+	// retryAt: after a failed attempt (an applied retry or failed stop
+	// signal, or an expired lease that charged one) the partition is not
+	// delivered to the group before retryAt = the attempt's end + retryDelay.
+	retryAt time.Time
 }
 
 type partition struct {
@@ -209,6 +214,7 @@ func (m *Model) Configure(queueName string, p OptionsPatch) Options {
 	}
 	set(&q.opts.LeaseTime, p.LeaseTime)
 	set(&q.opts.RetryLimit, p.RetryLimit)
+	set(&q.opts.RetryDelay, p.RetryDelay)
 	set(&q.opts.DedupWindow, p.DedupWindow)
 	set(&q.opts.DelayedProcessing, p.DelayedProcessing)
 	set(&q.opts.WindowBuffer, p.WindowBuffer)
@@ -386,12 +392,13 @@ func (m *Model) expire(q *queue, p *partition, group string, c *cursor, now time
 	if c.lease == nil {
 		return
 	}
+	expiredAt := c.lease.expires
 	c.lease = nil
 	head := c.committed + 1
 	if !p.stored(head) {
 		c.committed = max(c.committed, p.firstStored()-1)
 		c.delivered = max(c.delivered, c.committed)
-		c.attempts, c.headOnly = 0, false
+		c.attempts, c.headOnly, c.retryAt = 0, false, time.Time{}
 		return
 	}
 	att := c.attempts + 1
@@ -399,10 +406,11 @@ func (m *Model) expire(q *queue, p *partition, group string, c *cursor, now time
 		m.deadLetter(q, p, group, head, fmt.Sprintf("lease expired (attempt %d of %d)", att, q.opts.RetryLimit+1), att, now)
 		c.committed = head
 		c.delivered = max(c.delivered, head)
-		c.attempts, c.headOnly = 0, false
+		c.attempts, c.headOnly, c.retryAt = 0, false, time.Time{}
 		return
 	}
 	c.attempts, c.headOnly = att, true
+	c.retryAt = expiredAt.Add(time.Duration(q.opts.RetryDelay) * time.Millisecond)
 }
 
 func (m *Model) deadLetter(q *queue, p *partition, group string, off int64, errText string, attempts int, now time.Time) {
@@ -479,6 +487,9 @@ func (m *Model) prepare(q *queue, p *partition, group string, now time.Time) (*c
 	if c.committed >= p.last() {
 		return c, consumed
 	}
+	if c.retryAt.After(now) {
+		return c, waiting
+	}
 	if q.opts.WindowBuffer > 0 && p.lastPushedAt.After(now.Add(-secs(q.opts.WindowBuffer))) {
 		return c, waiting
 	}
@@ -527,7 +538,7 @@ func (m *Model) claim(q *queue, p *partition, group string, budget int, req PopR
 	c.delivered = max(c.delivered, end)
 	if req.AutoAck {
 		// At-most-once: committed inside the pop, no lease.
-		c.committed, c.attempts, c.headOnly = end, 0, false
+		c.committed, c.attempts, c.headOnly, c.retryAt = end, 0, false, time.Time{}
 	} else {
 		c.lease = &lease{id: req.LeaseID, batchEnd: end, expires: now.Add(secs(q.opts.LeaseTime))}
 	}

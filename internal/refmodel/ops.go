@@ -254,6 +254,7 @@ type CursorState struct {
 	LeaseID   string // "" when no lease (an expired one not yet ended counts)
 	BatchEnd  int64  // -1 when no lease
 	Expires   time.Time
+	RetryAt   time.Time // not delivered before (retryDelay); zero when not held back
 }
 
 // Cursor returns a subscribed group's position on a partition; a group that
@@ -274,7 +275,7 @@ func (m *Model) Cursor(queueName, partitionName, group string) (CursorState, boo
 	st.Lag = st.LastOffset - st.Committed
 	st.Delivered = st.Committed
 	if c := p.cursors[group]; c != nil {
-		st.Attempts, st.Delivered = c.attempts, c.delivered
+		st.Attempts, st.Delivered, st.RetryAt = c.attempts, c.delivered, c.retryAt
 		if c.lease != nil {
 			st.LeaseID, st.BatchEnd, st.Expires = c.lease.id, c.lease.batchEnd, c.lease.expires
 		}

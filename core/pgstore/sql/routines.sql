@@ -319,6 +319,7 @@ RETURNS text LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     cr      queen.consumers;
     v_limit int;
+    v_delay int;
     v_att   int;
 BEGIN
     SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group;
@@ -336,13 +337,13 @@ BEGIN
                  WHERE s.partition_id = p_pid AND s.base_offset > cr.committed),
                 (SELECT p.last_offset FROM queen.partitions p WHERE p.id = p_pid))),
             attempts = 0, head_only = false, batch_end = NULL, lease_id = NULL,
-            lease_expires_at = NULL, worker_id = NULL, updated_at = p_now
+            lease_expires_at = NULL, worker_id = NULL, retry_at = NULL, updated_at = p_now
         WHERE partition_id = p_pid AND group_name = p_group;
         UPDATE queen.consumers SET delivered = greatest(delivered, committed)
         WHERE partition_id = p_pid AND group_name = p_group;
         RETURN 'expired';
     END IF;
-    SELECT retry_limit INTO v_limit FROM queen.queues WHERE id = cr.queue_id;
+    SELECT retry_limit, retry_delay_ms INTO v_limit, v_delay FROM queen.queues WHERE id = cr.queue_id;
     v_att := cr.attempts + 1;
     IF v_att > v_limit THEN
         PERFORM queen._dead_letter(p_pid, p_group, cr.committed + 1,
@@ -351,13 +352,15 @@ BEGIN
         UPDATE queen.consumers
         SET committed = cr.committed + 1, delivered = greatest(delivered, cr.committed + 1),
             attempts = 0, head_only = false, batch_end = NULL, lease_id = NULL,
-            lease_expires_at = NULL, worker_id = NULL, updated_at = p_now
+            lease_expires_at = NULL, worker_id = NULL, retry_at = NULL, updated_at = p_now
         WHERE partition_id = p_pid AND group_name = p_group;
         RETURN 'dead-lettered';
     END IF;
     UPDATE queen.consumers
     SET attempts = v_att, head_only = true, batch_end = NULL, lease_id = NULL,
-        lease_expires_at = NULL, worker_id = NULL, updated_at = p_now
+        lease_expires_at = NULL, worker_id = NULL, updated_at = p_now,
+        -- the failed attempt ended when the lease did
+        retry_at = cr.lease_expires_at + make_interval(secs => v_delay / 1000.0)
     WHERE partition_id = p_pid AND group_name = p_group;
     RETURN 'expired';
 END
@@ -484,6 +487,11 @@ BEGIN
         r.status := 'consumed';
         RETURN r;
     END IF;
+    IF cr.retry_at > p_now THEN  -- retryDelay after a failed attempt
+        r.status := 'waiting';
+        r.not_before := cr.retry_at;
+        RETURN r;
+    END IF;
     IF q.window_buffer > 0 AND v_pushed > p_now - make_interval(secs => q.window_buffer) THEN
         r.status := 'waiting';
         r.not_before := v_pushed + make_interval(secs => q.window_buffer);
@@ -557,7 +565,7 @@ BEGIN
     IF p_auto THEN
         UPDATE queen.consumers
         SET committed = v_end, delivered = greatest(delivered, v_end), attempts = 0,
-            head_only = false, updated_at = p_now
+            head_only = false, retry_at = NULL, updated_at = p_now
         WHERE partition_id = p_pid AND group_name = p_group;
     ELSE
         UPDATE queen.consumers
@@ -745,6 +753,7 @@ DECLARE
     sig                record;
     cr                 queen.consumers;
     v_retry_limit      int;
+    v_retry_delay      int;
     v_live_lease       boolean;
     v_head_attempts    int;   -- attempts so far of the signal's message
     v_highest_resolved bigint;
@@ -867,7 +876,7 @@ BEGIN
             v_units := v_units || ROW(u.pid, u.grp, v_committed, v_committed, false, NULL, '{}')::queen.ack_unit;
             CONTINUE;
         END IF;
-        SELECT retry_limit INTO v_retry_limit FROM queen.queues WHERE id = cr.queue_id;
+        SELECT retry_limit, retry_delay_ms INTO v_retry_limit, v_retry_delay FROM queen.queues WHERE id = cr.queue_id;
         v_live_lease := cr.lease_id IS NOT NULL AND cr.lease_expires_at > v_now;
         v_highest_resolved := NULL;
         v_lowest_stop := NULL;
@@ -956,6 +965,10 @@ BEGIN
             lease_id = CASE WHEN v_released THEN NULL ELSE lease_id END,
             lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
             worker_id = CASE WHEN v_released THEN NULL ELSE worker_id END,
+            -- retryDelay: an applied stop signal holds the partition back
+            retry_at = CASE WHEN v_stop_applied THEN v_now + make_interval(secs => v_retry_delay / 1000.0)
+                            WHEN v_committed > cr.committed THEN NULL
+                            ELSE retry_at END,
             updated_at = v_now
         WHERE partition_id = u.pid AND group_name = u.grp;
         IF v_committed >= (SELECT p.last_offset FROM queen.partitions p WHERE p.id = u.pid) THEN
@@ -1127,7 +1140,7 @@ BEGIN
     ),
     upd AS (
         UPDATE queen.consumers c
-        SET committed = t.committed, delivered = t.committed, attempts = 0, head_only = false,
+        SET committed = t.committed, delivered = t.committed, attempts = 0, head_only = false, retry_at = NULL,
             batch_end = NULL, lease_id = NULL, lease_expires_at = NULL, worker_id = NULL,
             updated_at = v_now
         FROM target t
@@ -1166,6 +1179,7 @@ BEGIN
         task = coalesce(p_task, task),
         lease_time = coalesce((p_opts->>'leaseTime')::int, lease_time),
         retry_limit = coalesce((p_opts->>'retryLimit')::int, retry_limit),
+        retry_delay_ms = coalesce((p_opts->>'retryDelay')::int, retry_delay_ms),
         dedup_window = coalesce((p_opts->>'dedupWindowSeconds')::int, dedup_window),
         delayed_processing = coalesce((p_opts->>'delayedProcessing')::int, delayed_processing),
         window_buffer = coalesce((p_opts->>'windowBuffer')::int, window_buffer),
