@@ -6,8 +6,10 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -288,5 +290,64 @@ func TestCompatBrowseStatusAndLimit(t *testing.T) {
 	check("A's lease expired", []string{"completed", "dead_letter", "pending", "pending"}, []int{2, 2, 0, 0})
 	for _, limit := range []string{"0", "-5"} {
 		s.expect("GET", "/api/v1/messages?queue=seen&limit="+limit, nil, 200)
+	}
+}
+
+// Maintenance: the switches live in the database, so a second API process
+// (another Lambda function) sees them at once; pushes get 503 with
+// Retry-After and write nothing, pops return nothing.
+func TestCompatMaintenance(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	other := &server{Server: httptest.NewServer(httpapi.New(s.env.Store, httpapi.Config{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler(httpapi.AllGroups...)), t: t}
+	t.Cleanup(other.Close)
+
+	s.pushN("m", "p", 1)
+	var st map[string]any
+	s.expect("GET", "/api/v1/system/maintenance", nil, 200).json(t, &st)
+	if st["maintenanceMode"] != false || st["popMaintenanceMode"] != false {
+		t.Fatalf("initial state %v", st)
+	}
+	s.expect("POST", "/api/v1/system/maintenance", `{"enabled":true}`, 200).json(t, &st)
+	if st["maintenanceMode"] != true {
+		t.Fatalf("after enabling: %v", st)
+	}
+	req, _ := http.NewRequest("POST", other.URL+"/api/v1/push", strings.NewReader(`{"items":[{"queue":"m","partition":"p","payload":2}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("push during maintenance: %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if b := s.browse("queue=m"); len(b.Messages) != 1 {
+		t.Fatalf("the refused push wrote: %d messages", len(b.Messages))
+	}
+	if _, ok := other.popGroup("m", "p", "g", 1, ""); !ok {
+		t.Fatal("push maintenance stopped pops")
+	}
+
+	s.expect("POST", "/api/v1/system/maintenance/pop", `{"enabled":true}`, 200).json(t, &st)
+	if st["popMaintenanceMode"] != true {
+		t.Fatalf("after enabling pop maintenance: %v", st)
+	}
+	s.expect("POST", "/api/v1/system/maintenance", `{"enabled":false}`, 200)
+	other.pushN("m", "p", 1)
+	if _, ok := other.popGroup("m", "p", "h", 10, ""); ok {
+		t.Fatal("a pop delivered during pop maintenance")
+	}
+	s.expect("GET", "/api/v1/system/maintenance/pop", nil, 200).json(t, &st)
+	if st["popMaintenanceMode"] != true {
+		t.Fatalf("GET pop maintenance: %v", st)
+	}
+	s.expect("POST", "/api/v1/system/maintenance/pop", `{"enabled":false}`, 200)
+	if p, ok := other.popGroup("m", "p", "h", 10, ""); !ok || len(p.Messages) != 2 {
+		t.Fatalf("after pop maintenance: ok=%v %d messages, want both", ok, len(p.Messages))
+	}
+	if r := s.do("POST", "/api/v1/system/maintenance", `{}`); r.status != 400 || !strings.Contains(r.errorText(t), "enabled") {
+		t.Fatalf("no enabled: %d %s", r.status, r.body)
 	}
 }

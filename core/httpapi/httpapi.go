@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -135,6 +136,10 @@ func (a *API) Handler(groups ...Group) http.Handler {
 	handle(GroupAdmin, "DELETE /api/v1/consumer-groups/{group}/queues/{queue}", "group_delete", a.deleteGroup)
 	handle(GroupAdmin, "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek", "seek", a.seek)
 	handle(GroupAdmin, "GET /api/v1/messages", "browse", a.browse)
+	handle(GroupAdmin, "GET /api/v1/system/maintenance", "maintenance", a.getMaintenance(queen.MaintainPush))
+	handle(GroupAdmin, "POST /api/v1/system/maintenance", "maintenance_set", a.setMaintenance(queen.MaintainPush))
+	handle(GroupAdmin, "GET /api/v1/system/maintenance/pop", "maintenance", a.getMaintenance(queen.MaintainPop))
+	handle(GroupAdmin, "POST /api/v1/system/maintenance/pop", "maintenance_set", a.setMaintenance(queen.MaintainPop))
 	handle(GroupHealth, "GET /health", "health", a.health)
 	if has[GroupMetrics] && a.cfg.Metrics != nil {
 		mux.Handle("GET /metrics/prometheus", a.cfg.Metrics.Handler(a.store, a.cfg.Logger))
@@ -200,6 +205,8 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, queen.ErrQueueFull):
 		return http.StatusTooManyRequests
+	case errors.Is(err, queen.ErrMaintenance):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, queen.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
 	}
@@ -247,11 +254,14 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			body.Success = &f
 		}
 	}
-	switch status {
-	case http.StatusInternalServerError:
+	switch {
+	case errors.Is(err, queen.ErrMaintenance):
+		w.Header().Set("Retry-After", strconv.Itoa(MaintenanceRetryAfter))
+		a.cfg.Logger.DebugContext(r.Context(), "request refused: maintenance", "method", r.Method, "path", r.URL.Path)
+	case status == http.StatusInternalServerError:
 		a.cfg.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error = "internal error"
-	case http.StatusServiceUnavailable:
+	case status == http.StatusServiceUnavailable:
 		a.cfg.Logger.WarnContext(r.Context(), "database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error = "database unavailable"
 		if errors.Is(err, context.DeadlineExceeded) {

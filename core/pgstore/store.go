@@ -57,6 +57,8 @@ var (
 	sqlGroupDelete = query("group_delete")
 	sqlBrowse      = query("browse")
 	sqlStats       = query("stats")
+	sqlMaintGet    = query("maintenance_get")
+	sqlMaintSet    = query("maintenance_set")
 )
 
 // DB is what the store needs of a connection pool; *pgxpool.Pool has it.
@@ -181,6 +183,8 @@ func interpretError(op string, err error) error {
 		switch {
 		case pgErr.Code == "QN429":
 			return &queen.KindError{Kind: queen.ErrQueueFull, Message: pgErr.Message}
+		case pgErr.Code == "QN503":
+			return &queen.KindError{Kind: queen.ErrMaintenance, Message: pgErr.Message}
 		case pgErr.Code == "22P02", pgErr.Code == "22007", pgErr.Code == "22008",
 			pgErr.Code == "22003", pgErr.Code == "22021", pgErr.Code == "22P05",
 			pgErr.Code == "22023", pgErr.Code == "22001":
@@ -701,6 +705,23 @@ func (s *Store) Reap(ctx context.Context, limit int) (queen.ReapStats, error) {
 	}
 	var out queen.ReapStats
 	err := s.call(ctx, "reap", sqlReap, &out, s.now(), limit)
+	return out, err
+}
+
+// Maintenance implements queen.Store.
+func (s *Store) Maintenance(ctx context.Context) (queen.MaintenanceState, error) {
+	var out queen.MaintenanceState
+	err := s.call(ctx, "maintenance", sqlMaintGet, &out)
+	return out, err
+}
+
+// SetMaintenance implements queen.Store.
+func (s *Store) SetMaintenance(ctx context.Context, mode queen.MaintenanceMode, enabled bool) (queen.MaintenanceState, error) {
+	if mode != queen.MaintainPush && mode != queen.MaintainPop {
+		return queen.MaintenanceState{}, queen.Invalid("mode", "must be push or pop")
+	}
+	var out queen.MaintenanceState
+	err := s.call(ctx, "set maintenance", sqlMaintSet, &out, string(mode), enabled, s.now())
 	return out, err
 }
 

@@ -19,6 +19,8 @@ var (
 	ErrQueueFull = errors.New("queue full")
 	// ErrUnavailable: the database cannot be reached; the request may be retried.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrMaintenance: pushes are paused (maintenance mode); retry later.
+	ErrMaintenance = errors.New("paused for maintenance")
 )
 
 // FieldError is an ErrInvalid that names the offending field.

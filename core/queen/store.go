@@ -49,6 +49,11 @@ type Store interface {
 	// Browse reads messages of a queue without consuming them, each with
 	// its status derived from the cursors.
 	Browse(ctx context.Context, req BrowseRequest) ([]BrowsedMessage, error)
+	// Maintenance reports which maintenance modes are on.
+	Maintenance(ctx context.Context) (MaintenanceState, error)
+	// SetMaintenance switches one maintenance mode: pushes paused (push) or
+	// pops returning nothing (pop), for every process at once.
+	SetMaintenance(ctx context.Context, mode MaintenanceMode, enabled bool) (MaintenanceState, error)
 	// Reap runs one bounded maintenance pass.
 	Reap(ctx context.Context, limit int) (ReapStats, error)
 	// Stats reads the gauges for metrics.

@@ -393,6 +393,21 @@ type DLQPage struct {
 }
 
 // BrowseRequest reads the log of a queue without consuming it.
+// MaintenanceMode names a maintenance switch.
+type MaintenanceMode string
+
+// The maintenance switches.
+const (
+	MaintainPush MaintenanceMode = "push" // pushes get 503 with Retry-After, nothing written
+	MaintainPop  MaintenanceMode = "pop"  // pops return nothing
+)
+
+// MaintenanceState says which maintenance modes are on.
+type MaintenanceState struct {
+	Push bool `json:"push"`
+	Pop  bool `json:"pop"`
+}
+
 // MaxBrowseLimit is the most messages one browse returns.
 const MaxBrowseLimit = 1000
 

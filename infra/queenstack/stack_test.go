@@ -39,6 +39,10 @@ var wantRoutes = map[string]string{
 	"DELETE /api/v1/consumer-groups/{group}/queues/{queue}":    "admin",
 	"POST /api/v1/consumer-groups/{group}/queues/{queue}/seek": "admin",
 	"GET /api/v1/messages":                                     "admin",
+	"GET /api/v1/system/maintenance":                           "admin",
+	"POST /api/v1/system/maintenance":                          "admin",
+	"GET /api/v1/system/maintenance/pop":                       "admin",
+	"POST /api/v1/system/maintenance/pop":                      "admin",
 	"GET /health":                                              "admin",
 }
 

@@ -108,6 +108,9 @@ DECLARE
     v_full    text;
     n         int;
 BEGIN
+    IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'push' AND enabled) THEN
+        RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
+    END IF;
     -- Every statement below finds rows by key (scalar subqueries, = ANY),
     -- so its cost does not depend on how many queues, partitions or dedup
     -- keys exist. In the steady state (queue and partitions exist, no
@@ -605,6 +608,9 @@ DECLARE
     v_parts   int := 0;
     v_scanned int := 0;
 BEGIN
+    IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'pop' AND enabled) THEN
+        RETURN json_build_object('messages', '[]'::json);  -- pop maintenance: nothing is delivered
+    END IF;
     s := queen._subscribe(v_queue, v_group, p_req->>'mode', (p_req->>'from')::timestamptz, v_now);
     SELECT * INTO q FROM queen.queues WHERE name = v_queue;
     IF NOT FOUND THEN
@@ -1342,3 +1348,23 @@ BEGIN
     RETURN true;
 END
 $fn$;
+
+-- ---------------------------------------------------------------------------
+-- maintenance
+
+-- maintenance_state returns {push, pop}: which maintenance modes are on.
+CREATE OR REPLACE FUNCTION queen.maintenance_state()
+RETURNS json LANGUAGE sql STABLE AS $$
+    SELECT json_build_object(
+        'push', coalesce((SELECT enabled FROM queen.maintenance WHERE mode = 'push'), false),
+        'pop', coalesce((SELECT enabled FROM queen.maintenance WHERE mode = 'pop'), false))
+$$;
+
+-- set_maintenance switches one maintenance mode ('push' or 'pop') and
+-- returns both.
+CREATE OR REPLACE FUNCTION queen.set_maintenance(p_mode text, p_enabled boolean, p_now timestamptz)
+RETURNS json LANGUAGE sql AS $$
+    INSERT INTO queen.maintenance (mode, enabled, updated_at) VALUES (p_mode, p_enabled, p_now)
+    ON CONFLICT (mode) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at;
+    SELECT queen.maintenance_state();
+$$;

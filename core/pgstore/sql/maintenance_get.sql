@@ -1,0 +1,1 @@
+SELECT queen.maintenance_state()
