@@ -172,6 +172,13 @@ func (r httpResponse) json(t *testing.T, v any) {
 // http sends an API Gateway HTTP API (payload 2.0) request event.
 func (e *emulator) http(method, target, body string) httpResponse {
 	e.t.Helper()
+	return e.httpAs(nil, method, target, body)
+}
+
+// httpAs is http with the authorizer API Gateway puts in the request
+// context after verifying the caller (nil: a route without one).
+func (e *emulator) httpAs(auth *events.APIGatewayV2HTTPRequestContextAuthorizerDescription, method, target, body string) httpResponse {
+	e.t.Helper()
 	path, query, _ := strings.Cut(target, "?")
 	ev := events.APIGatewayV2HTTPRequest{
 		Version:        "2.0",
@@ -182,7 +189,8 @@ func (e *emulator) http(method, target, body string) httpResponse {
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			AccountID: "123456789012", APIID: "abc123", DomainName: "abc123.execute-api.eu-west-1.amazonaws.com",
 			Stage: "$default", RequestID: fmt.Sprintf("req-%d", time.Now().UnixNano()),
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.7"},
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.7"},
+			Authorizer: auth,
 		},
 		Body: body,
 	}

@@ -159,6 +159,29 @@ func testPush(t *testing.T, start func(env ...string) *emulator) {
 	expect(t, "health", fn.http("GET", "/health", ""), 200)
 	expect(t, "a dlq route on the push function", fn.http("GET", "/api/v1/dlq", ""), 404)
 
+	// producerSub: the caller API Gateway verified (JWT sub, or IAM
+	// principal), never the body's claim.
+	jwt := &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": "alice", "scope": "queen/produce"}}}
+	iam := &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:role/producer"}}
+	expect(t, "push as alice", fn.httpAs(jwt, "POST", "/api/v1/push", `{"items":[{"queue":"subs","partition":"p","payload":1,"producerSub":"mallory"}]}`), 201)
+	expect(t, "push as an IAM role", fn.httpAs(iam, "POST", "/api/v1/push", `{"items":[{"queue":"subs","partition":"p","payload":2}]}`), 201)
+	expect(t, "push without an authorizer", fn.http("POST", "/api/v1/push", `{"items":[{"queue":"subs","partition":"p","payload":3,"producerSub":"mallory"}]}`), 201)
+	popped, err := env.Store.Pop(context.Background(), queen.PopRequest{Queue: "subs", Partition: "p", Batch: 10, Partitions: 1, ConsumerGroup: "g"})
+	if err != nil || len(popped.Messages) != 3 {
+		t.Fatalf("pop subs: %d messages, %v", len(popped.Messages), err)
+	}
+	for i, want := range []string{"alice", "arn:aws:iam::123456789012:role/producer", ""} {
+		got := ""
+		if s := popped.Messages[i].ProducerSub; s != nil {
+			got = *s
+		}
+		if got != want {
+			t.Errorf("message %d: producerSub %q, want %q", i, got, want)
+		}
+	}
+
 	// SQS: a push-item body, a raw body with attributes, a record with a bad
 	// queue name; then SQS redelivers the same batch.
 	sqs := events.SQSEvent{Records: []events.SQSMessage{

@@ -351,3 +351,63 @@ func TestCompatMaintenance(t *testing.T) {
 		t.Fatalf("no enabled: %d %s", r.status, r.body)
 	}
 }
+
+// Pop messages carry producerSub: the verified caller that pushed them
+// (Config.Identity), never a value from the push body; null when unknown.
+func TestCompatProducerSub(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false, func(cfg *httpapi.Config, _ *queen.Store) {
+		cfg.Identity = func(r *http.Request) string { return r.Header.Get("X-Test-Verified-Sub") }
+	})
+	push := func(sub, body string) {
+		req, _ := http.NewRequest("POST", s.URL+"/api/v1/push", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if sub != "" {
+			req.Header.Set("X-Test-Verified-Sub", sub)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 201 {
+			t.Fatalf("push: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	push("svc-billing", `{"items":[{"queue":"ps","partition":"p","payload":1,"producerSub":"forged"}]}`)
+	push("", `{"items":[{"queue":"ps","partition":"p","payload":2,"producerSub":"forged"}]}`)
+	var raw struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	s.expect("GET", "/api/v1/pop/queue/ps/partition/p?batch=10&consumerGroup=g", nil, 200).json(t, &raw)
+	if len(raw.Messages) != 2 {
+		t.Fatalf("popped %d messages", len(raw.Messages))
+	}
+	if raw.Messages[0]["producerSub"] != "svc-billing" {
+		t.Errorf("first message producerSub %v, want svc-billing", raw.Messages[0]["producerSub"])
+	}
+	if v, ok := raw.Messages[1]["producerSub"]; !ok || v != nil {
+		t.Errorf("second message producerSub %v (present %v), want null", v, ok)
+	}
+}
+
+// Options configure does not know are refused, never ignored.
+func TestCompatConfigureRefusesUnknownOptions(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	for _, c := range []struct {
+		body any
+		says string
+	}{
+		{map[string]any{"queue": "u", "options": map[string]any{"leaseTme": 30}}, "options.leaseTme: unknown option"},
+		{map[string]any{"queue": "u", "options": map[string]any{"minPopWaitTime": 100}}, "options.minPopWaitTime: is not supported"},
+		{map[string]any{"queue": "u", "options": map[string]any{"leaseTime": "long"}}, "options.leaseTime"},
+		{map[string]any{"queue": "u", "mode": "replace", "options": map[string]any{}}, "mode: only merge"},
+	} {
+		r := s.do("POST", "/api/v1/configure", c.body)
+		if r.status != 400 || !strings.Contains(r.errorText(t), c.says) {
+			t.Errorf("configure %v: %d %s, want 400 with %q", c.body, r.status, r.body, c.says)
+		}
+	}
+	if n := s.rows("queues"); n != 0 {
+		t.Fatalf("refused configures created %d queues", n)
+	}
+	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "u", "mode": "merge", "options": map[string]any{"leaseTime": 30}}, 200)
+}

@@ -62,6 +62,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, counts operations and serves /metrics/prometheus.
 	Metrics Metrics
+	// Identity, when set, names the verified caller of a request (JWT sub,
+	// or IAM principal ARN); pushed messages carry it as producerSub.
+	Identity func(*http.Request) string
 }
 
 // Metrics is what the API reports operations to; core/prommetrics

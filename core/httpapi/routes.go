@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -34,10 +37,17 @@ func (it PushItem) Item() queen.PushItem {
 	return queen.PushItem{Queue: it.Queue, Partition: it.Partition, Payload: p, TransactionID: it.TransactionID, TraceID: it.TraceID}
 }
 
-func pushItems(in []PushItem) []queen.PushItem {
+// pushItems converts wire items, stamping each with the verified caller
+// (a producerSub in the body is not read: PushItem has no such field).
+func (a *API) pushItems(r *http.Request, in []PushItem) []queen.PushItem {
+	sub := ""
+	if a.cfg.Identity != nil {
+		sub = a.cfg.Identity(r)
+	}
 	out := make([]queen.PushItem, len(in))
 	for i, it := range in {
 		out[i] = it.Item()
+		out[i].ProducerSub = sub
 	}
 	return out
 }
@@ -86,7 +96,7 @@ func (a *API) push(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusCreated, []PushResult{})
 		return nil
 	}
-	res, err := a.store.Push(r.Context(), pushItems(req.Items))
+	res, err := a.store.Push(r.Context(), a.pushItems(r, req.Items))
 	if err != nil {
 		return err
 	}
@@ -447,7 +457,7 @@ func (a *API) transaction(w http.ResponseWriter, r *http.Request) error {
 				return &resultsError{err: queen.Invalid("operations["+strconv.Itoa(i)+"].items", "must contain at least one item"), success: true}
 			}
 			slots[i] = slot{index: len(tx.Pushes), nItems: len(op.Items)}
-			tx.Pushes = append(tx.Pushes, pushItems(op.Items)...)
+			tx.Pushes = append(tx.Pushes, a.pushItems(r, op.Items)...)
 		default:
 			return &resultsError{err: queen.Invalid("operations["+strconv.Itoa(i)+"].type", "must be ack or push"), success: true}
 		}
@@ -545,10 +555,60 @@ func (a *API) deleteDeadLetter(w http.ResponseWriter, r *http.Request) error {
 // ---- admin
 
 type configureRequest struct {
-	Queue     string             `json:"queue"`
-	Namespace string             `json:"namespace"`
-	Task      string             `json:"task"`
-	Options   queen.QueueOptions `json:"options"`
+	Queue     string                     `json:"queue"`
+	Namespace string                     `json:"namespace"`
+	Task      string                     `json:"task"`
+	Mode      string                     `json:"mode"`
+	Options   map[string]json.RawMessage `json:"options"`
+}
+
+// knownOptions are the option names configure reads (queen.QueueOptions).
+var knownOptions = map[string]bool{
+	"leaseTime": true, "retryLimit": true, "retryDelay": true, "dedupWindowSeconds": true,
+	"delayedProcessing": true, "windowBuffer": true, "maxSize": true, "retentionSeconds": true,
+	"completedRetentionSeconds": true, "encryptionEnabled": true, "priority": true, "ttl": true,
+	"maxWaitTimeSeconds": true, "retentionEnabled": true, "deadLetterQueue": true, "dlqAfterMaxRetries": true,
+}
+
+// refusedOptions are Queen options the log does not have, with the reason.
+var refusedOptions = map[string]string{
+	"minPopWaitTime":              "is not supported: a pop answers as soon as it has messages (use wait=true&timeout for long polls)",
+	"retentionSinkHold":           "is not supported: there is no retention sink; retention deletes segments",
+	"retentionSinkHoldMaxSeconds": "is not supported: there is no retention sink; retention deletes segments",
+}
+
+// queueOptions reads configure's options, refusing names it does not know
+// rather than ignoring them.
+func queueOptions(raw map[string]json.RawMessage) (queen.QueueOptions, error) {
+	var opts queen.QueueOptions
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if why, ok := refusedOptions[name]; ok {
+			return opts, queen.Invalid("options."+name, "%s", why)
+		}
+		if !knownOptions[name] {
+			known := make([]string, 0, len(knownOptions))
+			for k := range knownOptions {
+				known = append(known, k)
+			}
+			sort.Strings(known)
+			return opts, queen.Invalid("options."+name, "unknown option; the options are %s", strings.Join(known, ", "))
+		}
+	}
+	b, _ := json.Marshal(raw)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&opts); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return opts, queen.Invalid("options."+te.Field, "must be %s, not %s", jsonType(te.Type.Kind().String()), te.Value)
+		}
+		return opts, queen.Invalid("options", "malformed: %v", err)
+	}
+	return opts, nil
 }
 
 // PriorityNote explains why priority has no effect.
@@ -559,13 +619,20 @@ func (a *API) configure(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
+	if req.Mode != "" && req.Mode != "merge" {
+		return queen.Invalid("mode", "only merge is supported: options not given keep their value")
+	}
+	opts, err := queueOptions(req.Options)
+	if err != nil {
+		return err
+	}
 	q, err := a.store.Configure(r.Context(), queen.ConfigureRequest{Queue: req.Queue, Namespace: req.Namespace,
-		Task: req.Task, Options: req.Options})
+		Task: req.Task, Options: opts})
 	if err != nil {
 		return err
 	}
 	out := map[string]any{"configured": true, "queue": q.Name, "namespace": q.Namespace, "task": q.Task, "options": q.Options}
-	if req.Options.Priority != nil {
+	if opts.Priority != nil {
 		out["notes"] = []string{PriorityNote}
 	}
 	writeJSON(w, http.StatusOK, out)

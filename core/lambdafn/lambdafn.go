@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -76,7 +77,26 @@ func (f *Function) API() *httpapi.API {
 		MaxBodyBytes: f.Config.MaxBodyBytes,
 		MaxWait:      f.Config.MaxWait,
 		Logger:       f.Logger,
+		Identity:     GatewayIdentity,
 	})
+}
+
+// GatewayIdentity is the caller API Gateway verified for this request: the
+// JWT authorizer's sub claim, or the IAM authorizer's principal ARN; "" when
+// the route has no authorizer. The request comes from the adapter, so the
+// event's request context is in its context — clients cannot forge it.
+func GatewayIdentity(r *http.Request) string {
+	rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context())
+	if !ok || rc.Authorizer == nil {
+		return ""
+	}
+	if jwt := rc.Authorizer.JWT; jwt != nil && jwt.Claims["sub"] != "" {
+		return jwt.Claims["sub"]
+	}
+	if iam := rc.Authorizer.IAM; iam != nil {
+		return iam.UserARN
+	}
+	return ""
 }
 
 // HTTP returns the API Gateway handler serving the given route groups.

@@ -34,6 +34,10 @@ type PushItem struct {
 	Payload       json.RawMessage `json:"payload"`
 	TransactionID string          `json:"transactionId,omitempty"`
 	TraceID       string          `json:"traceId,omitempty"`
+	// ProducerSub is the authenticated caller that pushes the item (JWT
+	// sub, or the IAM principal), set by the API from the verified
+	// identity — never from a request body.
+	ProducerSub string `json:"producerSub,omitempty"`
 }
 
 // Push statuses.
@@ -99,8 +103,10 @@ type Message struct {
 	Offset        int64           `json:"offset"`
 	Data          json.RawMessage `json:"data"`
 	TraceID       *string         `json:"traceId"`
-	CreatedAt     time.Time       `json:"createdAt"`
-	RetryCount    int             `json:"retryCount"`
+	// ProducerSub is who pushed the message; null when unknown.
+	ProducerSub *string   `json:"producerSub"`
+	CreatedAt   time.Time `json:"createdAt"`
+	RetryCount  int       `json:"retryCount"`
 }
 
 // Browse statuses of a message, derived from the cursors (Queen's names).

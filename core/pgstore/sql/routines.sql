@@ -174,7 +174,7 @@ BEGIN
     WITH items AS (
         SELECT (t.ord - 1)::int AS idx, t.i->>'queue' AS qname, t.i->>'partition' AS pname,
                coalesce((t.i->'payload')::text, 'null') AS payload,
-               t.i->>'transactionId' AS txid, t.i->>'traceId' AS trace_id
+               t.i->>'transactionId' AS txid, t.i->>'traceId' AS trace_id, t.i->>'producerSub' AS producer_sub
         FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
     ),
     parts AS (
@@ -215,12 +215,13 @@ BEGIN
         FROM r
     ),
     fresh AS (
-        SELECT pid, queue_id, idx, txid, payload, trace_id, ts, dedup_window, off FROM res WHERE fresh
+        SELECT pid, queue_id, idx, txid, payload, trace_id, producer_sub, ts, dedup_window, off FROM res WHERE fresh
     ),
     seg AS (
-        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids)
+        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub)
         SELECT pid, min(off), min(ts), array_agg(txid ORDER BY off), array_agg(payload ORDER BY off),
-               CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END
+               CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END,
+               min(producer_sub)  -- one caller per request
         FROM fresh GROUP BY pid
     ),
     upd AS (
@@ -538,6 +539,7 @@ BEGIN
                'offset', m.off,
                'data', m.payload::json,
                'traceId', m.trace_id,
+               'producerSub', m.producer_sub,
                'createdAt', m.created_at,
                'retryCount', CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END)
              ORDER BY m.off),
@@ -545,7 +547,7 @@ BEGIN
     INTO r.msgs, r.n, v_end
     FROM (
         SELECT sg.base_offset + u.ord - 1 AS off, u.txid, sg.payloads[u.ord] AS payload,
-               sg.trace_ids[u.ord] AS trace_id, sg.created_at
+               sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub
         FROM queen.segments sg
         CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS u(txid, ord)
         WHERE sg.partition_id = p_pid
