@@ -411,3 +411,33 @@ func TestCompatConfigureRefusesUnknownOptions(t *testing.T) {
 	}
 	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "u", "mode": "merge", "options": map[string]any{"leaseTime": 30}}, 200)
 }
+
+// A retryDelay hold ends early when the cursor moves on: a seek, or a
+// completed ack of the held message, makes the partition deliverable at
+// once to wildcard pops too (which had seen it waiting).
+func TestCompatRetryDelayEndsWithTheCursor(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	s.configure("hold", map[string]any{"retryDelay": 60000, "retryLimit": 5})
+	s.pushN("hold", "p", 3)
+	p, _ := s.popGroup("hold", "p", "g", 1, "")
+	s.ackBatch("g", p.LeaseID, ackOf(p, 0, "failed"))
+	if _, ok := s.popWildcard("hold", "g", "&batch=1"); ok {
+		t.Fatal("delivered during the hold")
+	}
+	// A completed ack without a lease (from the consumer that failed it,
+	// which did the work after all) commits offset 0.
+	s.ackBatch("g", "", ackOf(p, 0, "completed"))
+	if p, ok := s.popWildcard("hold", "g", "&batch=1"); !ok || p.Messages[0].Offset != 1 {
+		t.Fatalf("after the held message was completed: ok=%v, want offset 1 at once", ok)
+	} else {
+		s.ackBatch("g", p.LeaseID, ackOf(p, 1, "failed"))
+	}
+	if _, ok := s.popWildcard("hold", "g", "&batch=1"); ok {
+		t.Fatal("delivered during the second hold")
+	}
+	s.expect("POST", "/api/v1/consumer-groups/g/queues/hold/seek", map[string]any{"toBeginning": true}, 200)
+	if p, ok := s.popWildcard("hold", "g", "&batch=10"); !ok || len(p.Messages) != 3 {
+		t.Fatalf("after a seek to the beginning: ok=%v, want all 3 at once", ok)
+	}
+}

@@ -313,6 +313,16 @@ BEGIN
 END
 $fn$;
 
+-- _wake forgets when a waiting partition was last found deliverable at the
+-- earliest (ready.not_before): called when a retryDelay hold ends before
+-- its time (the cursor moved on, a seek), since not_before must never be
+-- later than the partition's real deliverability.
+CREATE OR REPLACE FUNCTION queen._wake(p_pid uuid, p_group text)
+RETURNS void LANGUAGE sql AS $$
+    UPDATE queen.ready SET not_before = NULL  -- by ready_partition
+    WHERE partition_id = p_pid AND group_name = p_group AND not_before IS NOT NULL
+$$;
+
 -- _expire ends an expired lease of a consumer row the caller has locked:
 -- one failed attempt of the head message, exactly once per lease. When the
 -- head's attempts exceed the queue's retryLimit it is dead-lettered;
@@ -345,6 +355,9 @@ BEGIN
         WHERE partition_id = p_pid AND group_name = p_group;
         UPDATE queen.consumers SET delivered = greatest(delivered, committed)
         WHERE partition_id = p_pid AND group_name = p_group;
+        IF cr.retry_at IS NOT NULL THEN
+            PERFORM queen._wake(p_pid, p_group);
+        END IF;
         RETURN 'expired';
     END IF;
     SELECT retry_limit, retry_delay_ms INTO v_limit, v_delay FROM queen.queues WHERE id = cr.queue_id;
@@ -358,6 +371,9 @@ BEGIN
             attempts = 0, head_only = false, batch_end = NULL, lease_id = NULL,
             lease_expires_at = NULL, worker_id = NULL, retry_at = NULL, updated_at = p_now
         WHERE partition_id = p_pid AND group_name = p_group;
+        IF cr.retry_at IS NOT NULL THEN
+            PERFORM queen._wake(p_pid, p_group);
+        END IF;
         RETURN 'dead-lettered';
     END IF;
     UPDATE queen.consumers
@@ -979,6 +995,9 @@ BEGIN
                             ELSE retry_at END,
             updated_at = v_now
         WHERE partition_id = u.pid AND group_name = u.grp;
+        IF cr.retry_at IS NOT NULL AND NOT v_stop_applied AND v_committed > cr.committed THEN
+            PERFORM queen._wake(u.pid, u.grp);  -- the hold ended with the cursor's move
+        END IF;
         IF v_committed >= (SELECT p.last_offset FROM queen.partitions p WHERE p.id = u.pid) THEN
             PERFORM queen._unschedule(u.pid, u.grp);
         END IF;
@@ -1133,6 +1152,9 @@ BEGIN
     WHERE c.queue_id = q.id AND c.group_name = p_group
     ORDER BY c.partition_id
     FOR UPDATE;
+    -- retryDelay holds end with the seek
+    UPDATE queen.ready SET not_before = NULL
+    WHERE queue_id = q.id AND group_name = p_group AND not_before IS NOT NULL;
 
     WITH target AS (
         SELECT p.id AS pid, p.name, p.last_offset,
@@ -1200,7 +1222,8 @@ BEGIN
         updated_at = v_now
     WHERE name = p_queue
     RETURNING * INTO q;
-    IF p_opts->'delayedProcessing' IS NOT NULL OR p_opts->'windowBuffer' IS NOT NULL THEN
+    IF p_opts->'delayedProcessing' IS NOT NULL OR p_opts->'windowBuffer' IS NOT NULL
+       OR p_opts->'retryDelay' IS NOT NULL THEN
         -- when a waiting partition can be deliverable depends on them
         UPDATE queen.ready SET not_before = NULL WHERE queue_id = q.id AND not_before IS NOT NULL;
     END IF;
