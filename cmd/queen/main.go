@@ -23,10 +23,13 @@ Usage:
                     $DATABASE_URL's server, else a throwaway cluster) and write
                     bench-results/results.json and results.svg
                     (flags: -duration, -clients, -partitions, -only, -out)
+  queen token       print an HS256 token signed with $QUEEN_JWT_SECRET, to try
+                    the server's authentication (flags: -sub, -roles, -ttl)
   queen help        show this help
 
 Configuration (environment): DATABASE_URL, QUEEN_PORT, QUEEN_MAX_WAIT_MS,
-QUEEN_MAX_BODY_BYTES, QUEEN_LOG_LEVEL, QUEEN_REAPER_INTERVAL.
+QUEEN_MAX_BODY_BYTES, QUEEN_LOG_LEVEL, QUEEN_REAPER_INTERVAL, QUEEN_JWT_SECRET,
+QUEEN_JWT_JWKS_URL, QUEEN_JWT_ISSUER, QUEEN_JWT_AUDIENCE.
 `
 
 func main() {
@@ -50,6 +53,8 @@ func run(ctx context.Context, args []string) error {
 		return migrate(ctx, args[1:])
 	case "bench":
 		return benchCmd(ctx, args[1:], os.Getenv, os.Stdout)
+	case "token":
+		return tokenCmd(args[1:], os.Getenv, os.Stdout, os.Stderr)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/queen-serverless/queen/core/auth"
 	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/dbconn"
 	"github.com/queen-serverless/queen/core/httpapi"
@@ -55,7 +56,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var opt serveOptions
-	fs.StringVar(&opt.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; the API has no authentication)")
+	fs.StringVar(&opt.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; set QUEEN_JWT_SECRET or QUEEN_JWT_JWKS_URL to require tokens)")
 	fs.StringVar(&opt.dataDir, "data-dir", defaultDataDir, "data directory of the embedded PostgreSQL (used without DATABASE_URL)")
 	fs.BoolVar(&opt.noMigrate, "no-migrate", false, "do not apply the schema migrations at start")
 	if err := fs.Parse(args); err != nil {
@@ -107,12 +108,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer pool.Close()
 	store := pgstore.New(pool, pgstore.Config{Logger: log})
-	api := httpapi.New(store, httpapi.Config{
+	apiCfg := httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		MaxWait:      cfg.MaxWait,
 		Logger:       log,
 		Metrics:      prommetrics.New(),
-	})
+	}
+	authCfg := auth.Config{Secret: cfg.JWTSecret, JWKSURL: cfg.JWTJWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience}
+	var authn *auth.Authenticator
+	if authCfg.Enabled() {
+		if authn, err = auth.New(ctx, authCfg); err != nil {
+			return err
+		}
+		apiCfg.Identity = func(r *http.Request) string { return auth.Subject(r.Context()) }
+	}
+	api := httpapi.New(store, apiCfg)
+	var handler http.Handler = api.Handler(httpapi.AllGroups...)
+	if authn != nil {
+		handler = authn.Middleware(handler)
+	}
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(opt.host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -123,7 +137,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           api.Handler(httpapi.AllGroups...),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -133,6 +147,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reaperCtx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	wg.Go(func() { reaper.Loop(reaperCtx, store, cfg.ReaperInterval, log) })
+
+	switch {
+	case authn != nil:
+		log.Info("JWT authentication on: every route but /health needs a bearer token with a role")
+	case !isLoopback(ln.Addr()):
+		log.Warn("LISTENING BEYOND LOOPBACK WITHOUT AUTHENTICATION: anyone who can reach " + ln.Addr().String() +
+			" can push, pop, delete queues and change maintenance modes; set QUEEN_JWT_SECRET or QUEEN_JWT_JWKS_URL")
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -164,6 +186,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	wg.Wait()
 	return err
+}
+
+// isLoopback reports whether addr is reachable from this machine only.
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // startEmbedded starts (or reuses) the persistent local cluster and returns

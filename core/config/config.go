@@ -42,6 +42,10 @@ const (
 	EnvDefaultQueue        = "QUEEN_DEFAULT_QUEUE"
 	EnvDefaultPartition    = "QUEEN_DEFAULT_PARTITION"
 	EnvEventPartitionField = "QUEEN_EVENT_PARTITION_FIELD"
+	EnvJWTSecret           = "QUEEN_JWT_SECRET"
+	EnvJWTJWKSURL          = "QUEEN_JWT_JWKS_URL"
+	EnvJWTIssuer           = "QUEEN_JWT_ISSUER"
+	EnvJWTAudience         = "QUEEN_JWT_AUDIENCE"
 
 	// EnvLambdaFunctionName is set by AWS Lambda (and the Runtime Interface
 	// Emulator) in every function: its presence means "running on Lambda".
@@ -145,6 +149,12 @@ type Config struct {
 	// Lambda is true when running on AWS Lambda (AWS_LAMBDA_FUNCTION_NAME
 	// is set). It changes defaults (MaxWait) and the pool (one connection).
 	Lambda bool
+
+	// JWT authentication of `queen serve` (on AWS, API Gateway's
+	// authorizer does it): an HS256 secret (QUEEN_JWT_SECRET) or a JWKS URL
+	// (QUEEN_JWT_JWKS_URL); issuer and audience checked when set. Neither
+	// set: no authentication.
+	JWTSecret, JWTJWKSURL, JWTIssuer, JWTAudience string
 }
 
 // FromEnv reads the configuration from the environment through getenv
@@ -162,6 +172,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DefaultPartition:    getenv(EnvDefaultPartition), // partition names may have spaces
 		EventPartitionField: get(EnvEventPartitionField),
 		Lambda:              get(EnvLambdaFunctionName) != "",
+		JWTSecret:           get(EnvJWTSecret),
+		JWTJWKSURL:          get(EnvJWTJWKSURL),
+		JWTIssuer:           get(EnvJWTIssuer),
+		JWTAudience:         get(EnvJWTAudience),
 	}
 	var errs []error
 	parse := func(name string, f func(string) error) {

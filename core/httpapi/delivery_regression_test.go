@@ -37,18 +37,7 @@ func (s *server) pushOnePerPartition(queue string, n int, name func(int) string)
 // popWildcard pops queue for group; ok is false on 204.
 func (s *server) popWildcard(queue, group, query string) (popped, bool) {
 	s.t.Helper()
-	path := "/api/v1/pop/queue/" + queue + "?consumerGroup=" + group + query
-	r := s.do("GET", path, nil)
-	switch r.status {
-	case 204:
-		return popped{}, false
-	case 200:
-		var p popped
-		r.json(s.t, &p)
-		return p, true
-	}
-	s.t.Fatalf("GET %s: status %d (%s)", path, r.status, r.body)
-	return popped{}, false
+	return s.popPath("/api/v1/pop/queue/" + queue + "?consumerGroup=" + group + query)
 }
 
 // ackAll acks every message of a pop as completed, under its lease.

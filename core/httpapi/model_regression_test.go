@@ -88,8 +88,13 @@ func (s *server) pushN(queue, partition string, n int) []pushed {
 // popGroup pops queue/partition for group; ok is false on 204.
 func (s *server) popGroup(queue, partition, group string, batch int, extra string) (popped, bool) {
 	s.t.Helper()
-	path := fmt.Sprintf("/api/v1/pop/queue/%s/partition/%s?batch=%d&consumerGroup=%s%s",
-		url.PathEscape(queue), url.PathEscape(partition), batch, url.QueryEscape(group), extra)
+	return s.popPath(fmt.Sprintf("/api/v1/pop/queue/%s/partition/%s?batch=%d&consumerGroup=%s%s",
+		url.PathEscape(queue), url.PathEscape(partition), batch, url.QueryEscape(group), extra))
+}
+
+// popPath pops with GET path; ok is false on 204.
+func (s *server) popPath(path string) (popped, bool) {
+	s.t.Helper()
 	r := s.do("GET", path, nil)
 	switch r.status {
 	case 204:

@@ -1,0 +1,212 @@
+// Package auth authenticates the local server's callers with JWTs
+// (golang-jwt, keys from an HS256 secret or a JWKS URL through keyfunc) and
+// authorizes each route by role. On AWS, API Gateway's authorizer does the
+// same job with per-route scopes of the same names; this package is linked
+// only into `queen serve`.
+//
+// Roles, from the token's "roles" (array) or "role" (string) claim, or its
+// "scope" claim as "queen/<role>" (the AWS scopes, so one token works on
+// both):
+//
+//	read-only  GET routes: listings, browse, DLQ list, metrics
+//	produce    POST /api/v1/push
+//	consume    pop, lease extend, ack; plus what read-only may do
+//	admin      everything
+//
+// A transaction (acks and pushes) needs consume and produce.
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Role is what a token may do.
+type Role string
+
+// The roles.
+const (
+	ReadOnly Role = "read-only"
+	Produce  Role = "produce"
+	Consume  Role = "consume"
+	Admin    Role = "admin"
+)
+
+// ScopePrefix prefixes roles in the scope claim ("queen/consume").
+const ScopePrefix = "queen/"
+
+// Config says how tokens are verified: exactly one of Secret and JWKSURL.
+type Config struct {
+	Secret   string // HS256 shared secret
+	JWKSURL  string // keys of an identity provider (RS256, ES256, EdDSA …)
+	Issuer   string // required iss when set
+	Audience string // required aud when set
+}
+
+// Enabled reports whether c asks for authentication.
+func (c Config) Enabled() bool { return c.Secret != "" || c.JWKSURL != "" }
+
+// Authenticator verifies bearer tokens and checks route roles.
+type Authenticator struct {
+	keys   jwt.Keyfunc
+	parser *jwt.Parser
+}
+
+// New returns an Authenticator for c. A JWKS URL is fetched now (so a bad
+// URL fails at start) and refreshed in the background until ctx ends.
+func New(ctx context.Context, c Config) (*Authenticator, error) {
+	opts := []jwt.ParserOption{jwt.WithLeeway(30 * time.Second), jwt.WithExpirationRequired()}
+	if c.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(c.Issuer))
+	}
+	if c.Audience != "" {
+		opts = append(opts, jwt.WithAudience(c.Audience))
+	}
+	a := &Authenticator{}
+	switch {
+	case c.Secret != "" && c.JWKSURL != "":
+		return nil, errors.New("auth: set a JWT secret or a JWKS URL, not both")
+	case c.Secret != "":
+		if len(c.Secret) < 32 {
+			return nil, errors.New("auth: the HS256 secret must be at least 32 bytes")
+		}
+		secret := []byte(c.Secret)
+		a.keys = func(*jwt.Token) (any, error) { return secret, nil }
+		opts = append(opts, jwt.WithValidMethods([]string{"HS256"}))
+	case c.JWKSURL != "":
+		k, err := keyfunc.NewDefaultCtx(ctx, []string{c.JWKSURL})
+		if err != nil {
+			return nil, fmt.Errorf("auth: JWKS %s: %w", c.JWKSURL, err)
+		}
+		a.keys = k.Keyfunc
+		opts = append(opts, jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "EdDSA"}))
+	default:
+		return nil, errors.New("auth: no JWT secret or JWKS URL")
+	}
+	a.parser = jwt.NewParser(opts...)
+	return a, nil
+}
+
+// Required returns the roles a route needs (all of them); nil means public.
+func Required(method, path string) []Role {
+	switch {
+	case path == "/health":
+		return nil
+	case method == http.MethodPost && path == "/api/v1/push":
+		return []Role{Produce}
+	case method == http.MethodPost && path == "/api/v1/transaction":
+		return []Role{Consume, Produce}
+	case method == http.MethodGet && strings.HasPrefix(path, "/api/v1/pop/"),
+		method == http.MethodPost && strings.HasPrefix(path, "/api/v1/lease/"),
+		method == http.MethodPost && (path == "/api/v1/ack" || path == "/api/v1/ack/batch"):
+		return []Role{Consume}
+	case method == http.MethodGet || method == http.MethodHead:
+		return []Role{ReadOnly}
+	}
+	return []Role{Admin}
+}
+
+// grants reports whether having role allows what need allows.
+func grants(have, need Role) bool {
+	switch {
+	case have == Admin, have == need:
+		return true
+	case need == ReadOnly:
+		return have == Consume // a producer cannot read (Queen's write-only)
+	}
+	return false
+}
+
+type subjectKey struct{}
+
+// Subject is the verified caller of the request whose context this is;
+// "" when the route is public or authentication is off.
+func Subject(ctx context.Context) string {
+	s, _ := ctx.Value(subjectKey{}).(string)
+	return s
+}
+
+// claims are the registered claims plus the role claims.
+type claims struct {
+	jwt.RegisteredClaims
+	Roles []string `json:"roles"`
+	Role  string   `json:"role"`
+	Scope string   `json:"scope"`
+}
+
+func (c claims) roles() []Role {
+	var out []Role
+	for _, r := range c.Roles {
+		out = append(out, Role(r))
+	}
+	if c.Role != "" {
+		out = append(out, Role(c.Role))
+	}
+	for _, s := range strings.Fields(c.Scope) {
+		if r, ok := strings.CutPrefix(s, ScopePrefix); ok {
+			out = append(out, Role(r))
+		}
+	}
+	return out
+}
+
+// Middleware lets a request through when the route is public or its bearer
+// token is valid and carries the roles the route needs: 401 without a valid
+// token, 403 without the roles. The verified sub is in the request's
+// context (Subject).
+func (a *Authenticator) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		need := Required(r.Method, r.URL.Path)
+		if need == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		raw := strings.TrimSpace(r.Header.Get("Authorization"))
+		if t, ok := strings.CutPrefix(raw, "Bearer "); ok {
+			raw = strings.TrimSpace(t)
+		}
+		if raw == "" {
+			deny(w, http.StatusUnauthorized, "authentication required: send Authorization: Bearer <JWT>")
+			return
+		}
+		var c claims
+		if _, err := a.parser.ParseWithClaims(raw, &c, a.keys); err != nil {
+			deny(w, http.StatusUnauthorized, "invalid token: "+err.Error())
+			return
+		}
+		have := c.roles()
+		for _, n := range need {
+			if !slices.ContainsFunc(have, func(h Role) bool { return grants(h, n) }) {
+				deny(w, http.StatusForbidden, fmt.Sprintf("insufficient role: %s %s needs %s", r.Method, r.URL.Path, roleList(need)))
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), subjectKey{}, c.Subject)))
+	})
+}
+
+func roleList(rs []Role) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, " and ")
+}
+
+func deny(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="queen"`)
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
