@@ -50,11 +50,15 @@ func newAPI(s awscdk.Stack, p Props, fns map[string]awslambda.Function) (awsapig
 			})
 	}
 	for _, r := range Routes {
-		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		opts := &awsapigatewayv2.AddRoutesOptions{
 			Path:        jsii.String(r.Path),
 			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
 			Integration: integrations[r.Function],
-		})
+		}
+		if p.Authorizer == AuthorizerJWT {
+			opts.AuthorizationScopes = jsii.Strings(r.Scopes()...)
+		}
+		api.AddRoutes(opts)
 	}
 
 	accessLogs := awslogs.NewLogGroup(s, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{

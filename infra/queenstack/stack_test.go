@@ -633,10 +633,41 @@ func TestAuthorizerVariants(t *testing.T) {
 		if !equal(p["IdentitySource"], []any{"$request.header.Authorization"}) {
 			t.Errorf("JWT identity source %v", p["IdentitySource"])
 		}
+		// Role scopes per route (any one grants it), written out here so a
+		// wrong mapping in Route.Scopes fails.
+		produce := []any{"queen/produce", "queen/admin"}
+		consume := []any{"queen/consume", "queen/admin"}
+		read := []any{"queen/read-only", "queen/consume", "queen/admin"}
+		admin := []any{"queen/admin"}
+		wantScopes := map[string][]any{
+			"POST /api/v1/push": produce, "GET /api/v1/pop/queue/{queue}": consume,
+			"POST /api/v1/lease/{leaseId}/extend": consume, "POST /api/v1/ack/batch": consume,
+			"POST /api/v1/transaction": consume, "GET /api/v1/dlq": read, "GET /api/v1/messages": read,
+			"GET /api/v1/system/maintenance": read, "POST /api/v1/system/maintenance": admin,
+			"POST /api/v1/configure": admin, "DELETE /api/v1/resources/queues/{queue}": admin,
+			"POST /api/v1/messages/{partitionId}/{transactionId}/retry": admin, "GET /health": read,
+		}
+		seen := 0
 		for id, r := range s.resources("AWS::ApiGatewayV2::Route") {
 			rp := props(r)
 			if rp["AuthorizationType"] != "JWT" || ref(rp["AuthorizerId"]) != authID {
 				t.Errorf("route %s (%v): %v %v, want the JWT authorizer", id, rp["RouteKey"], rp["AuthorizationType"], rp["AuthorizerId"])
+			}
+			if want, ok := wantScopes[rp["RouteKey"].(string)]; ok {
+				seen++
+				if !equal(rp["AuthorizationScopes"], want) {
+					t.Errorf("route %v: scopes %v, want %v", rp["RouteKey"], rp["AuthorizationScopes"], want)
+				}
+			}
+		}
+		if seen != len(wantScopes) {
+			t.Errorf("checked the scopes of %d routes, want %d", seen, len(wantScopes))
+		}
+	})
+	t.Run("iam has no scopes", func(t *testing.T) {
+		for _, r := range defaults.get(t).resources("AWS::ApiGatewayV2::Route") {
+			if sc, ok := props(r)["AuthorizationScopes"]; ok {
+				t.Errorf("route %v has scopes %v under IAM", props(r)["RouteKey"], sc)
 			}
 		}
 	})
