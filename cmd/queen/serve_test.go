@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -87,15 +86,7 @@ func (s *server) stop() error {
 
 func (s *server) do(method, path, body string) (int, string) {
 	s.t.Helper()
-	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return s.doAs("", method, path, body)
 }
 
 func TestServe(t *testing.T) {
