@@ -995,8 +995,10 @@ BEGIN
                             ELSE retry_at END,
             updated_at = v_now
         WHERE partition_id = u.pid AND group_name = u.grp;
-        IF cr.retry_at IS NOT NULL AND NOT v_stop_applied AND v_committed > cr.committed THEN
-            PERFORM queen._wake(u.pid, u.grp);  -- the hold ended with the cursor's move
+        IF cr.retry_at IS NOT NULL AND (v_stop_applied OR v_committed > cr.committed) THEN
+            -- the hold ended with the cursor's move, or a new one replaced
+            -- it (possibly shorter, after retryDelay was lowered)
+            PERFORM queen._wake(u.pid, u.grp);
         END IF;
         IF v_committed >= (SELECT p.last_offset FROM queen.partitions p WHERE p.id = u.pid) THEN
             PERFORM queen._unschedule(u.pid, u.grp);
