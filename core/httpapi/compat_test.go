@@ -441,3 +441,26 @@ func TestCompatRetryDelayEndsWithTheCursor(t *testing.T) {
 		t.Fatalf("after a seek to the beginning: ok=%v, want all 3 at once", ok)
 	}
 }
+
+// A shorter hold replaces a longer one: after retryDelay was lowered, a
+// retry ack holds the partition back for the new delay only.
+func TestCompatRetryDelayShortenedHold(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	s.configure("short", map[string]any{"retryDelay": 60000, "leaseTime": 10, "retryLimit": 5})
+	s.pushN("short", "p", 1)
+	p, _ := s.popGroup("short", "p", "g", 1, "")
+	s.env.Clock.Advance(11 * time.Second) // the lease expired: a failed attempt, held 60 s
+	if _, ok := s.popWildcard("short", "g", "&batch=1"); ok {
+		t.Fatal("delivered during the 60 s hold")
+	}
+	s.configure("short", map[string]any{"retryDelay": 1000})
+	if _, ok := s.popWildcard("short", "g", "&batch=1"); ok {
+		t.Fatal("delivered during the 60 s hold after retryDelay was lowered")
+	}
+	s.ackBatch("g", "", ackOf(p, 0, "retry")) // a new hold of 1 s replaces it
+	s.env.Clock.Advance(time.Second)
+	if p, ok := s.popWildcard("short", "g", "&batch=1"); !ok || p.Messages[0].Offset != 0 {
+		t.Fatalf("1 s after the retry ack: ok=%v, want offset 0 redelivered", ok)
+	}
+}
