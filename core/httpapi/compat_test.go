@@ -326,8 +326,19 @@ func TestCompatMaintenance(t *testing.T) {
 	if b := s.browse("queue=m"); len(b.Messages) != 1 {
 		t.Fatalf("the refused push wrote: %d messages", len(b.Messages))
 	}
-	if _, ok := other.popGroup("m", "p", "g", 1, ""); !ok {
+	g, ok := other.popGroup("m", "p", "g", 1, "")
+	if !ok {
 		t.Fatal("push maintenance stopped pops")
+	}
+	// A transaction that pushes is refused too, and applies nothing.
+	tx := map[string]any{"operations": []map[string]any{
+		{"type": "ack", "transactionId": g.Messages[0].TransactionID, "partitionId": g.PartitionID, "status": "completed", "consumerGroup": "g"},
+		{"type": "push", "items": []map[string]any{{"queue": "m2", "payload": 1}}}}}
+	if r := s.do("POST", "/api/v1/transaction", tx); r.status != 503 {
+		t.Fatalf("transaction during maintenance: %d %s, want 503", r.status, r.body)
+	}
+	if c := s.committed("g", "m", "p"); c != -1 {
+		t.Fatalf("the refused transaction committed the ack: cursor %d", c)
 	}
 
 	s.expect("POST", "/api/v1/system/maintenance/pop", `{"enabled":true}`, 200).json(t, &st)
