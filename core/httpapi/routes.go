@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -555,19 +556,11 @@ func (a *API) deleteDeadLetter(w http.ResponseWriter, r *http.Request) error {
 // ---- admin
 
 type configureRequest struct {
-	Queue     string                     `json:"queue"`
-	Namespace string                     `json:"namespace"`
-	Task      string                     `json:"task"`
-	Mode      string                     `json:"mode"`
-	Options   map[string]json.RawMessage `json:"options"`
-}
-
-// knownOptions are the option names configure reads (queen.QueueOptions).
-var knownOptions = map[string]bool{
-	"leaseTime": true, "retryLimit": true, "retryDelay": true, "dedupWindowSeconds": true,
-	"delayedProcessing": true, "windowBuffer": true, "maxSize": true, "retentionSeconds": true,
-	"completedRetentionSeconds": true, "encryptionEnabled": true, "priority": true, "ttl": true,
-	"maxWaitTimeSeconds": true, "retentionEnabled": true, "deadLetterQueue": true, "dlqAfterMaxRetries": true,
+	Queue     string          `json:"queue"`
+	Namespace string          `json:"namespace"`
+	Task      string          `json:"task"`
+	Mode      string          `json:"mode"`
+	Options   json.RawMessage `json:"options"`
 }
 
 // refusedOptions are Queen options the log does not have, with the reason.
@@ -577,38 +570,45 @@ var refusedOptions = map[string]string{
 	"retentionSinkHoldMaxSeconds": "is not supported: there is no retention sink; retention deletes segments",
 }
 
-// queueOptions reads configure's options, refusing names it does not know
-// rather than ignoring them.
-func queueOptions(raw map[string]json.RawMessage) (queen.QueueOptions, error) {
-	var opts queen.QueueOptions
-	names := make([]string, 0, len(raw))
-	for name := range raw {
+// optionNames lists the options configure reads: queen.QueueOptions' JSON names.
+var optionNames = func() string {
+	t := reflect.TypeFor[queen.QueueOptions]()
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		if why, ok := refusedOptions[name]; ok {
-			return opts, queen.Invalid("options."+name, "%s", why)
-		}
-		if !knownOptions[name] {
-			known := make([]string, 0, len(knownOptions))
-			for k := range knownOptions {
-				known = append(known, k)
+	return strings.Join(names, ", ")
+}()
+
+// queueOptions reads configure's options, refusing names it does not know
+// rather than ignoring them.
+func queueOptions(raw json.RawMessage) (queen.QueueOptions, error) {
+	var opts queen.QueueOptions
+	if len(raw) == 0 || string(raw) == "null" {
+		return opts, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&opts)
+	if err == nil {
+		return opts, nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return opts, queen.Invalid("options."+te.Field, "must be %s, not %s", jsonType(te.Type.Kind().String()), te.Value)
+	}
+	// encoding/json reports `json: unknown field "<name>"`.
+	if q, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if name, uerr := strconv.Unquote(q); uerr == nil {
+			if why, ok := refusedOptions[name]; ok {
+				return opts, queen.Invalid("options."+name, "%s", why)
 			}
-			sort.Strings(known)
-			return opts, queen.Invalid("options."+name, "unknown option; the options are %s", strings.Join(known, ", "))
+			return opts, queen.Invalid("options."+name, "unknown option; the options are %s", optionNames)
 		}
 	}
-	b, _ := json.Marshal(raw)
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&opts); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return opts, queen.Invalid("options."+te.Field, "must be %s, not %s", jsonType(te.Type.Kind().String()), te.Value)
-		}
-		return opts, queen.Invalid("options", "malformed: %v", err)
-	}
-	return opts, nil
+	return opts, queen.Invalid("options", "must be a JSON object of options")
 }
 
 // PriorityNote explains why priority has no effect.

@@ -458,8 +458,8 @@ $fn$;
 
 -- _claim tries to lease up to p_budget messages of one partition.
 -- status: 'claimed', 'consumed' (nothing left), 'busy' (leased or locked),
--- 'waiting' (delayedProcessing / windowBuffer; not_before says when the
--- partition can be deliverable at the earliest).
+-- 'waiting' (delayedProcessing / windowBuffer / retryDelay; not_before says
+-- when the partition can be deliverable at the earliest).
 CREATE OR REPLACE FUNCTION queen._claim(q queen.queues, s queen.subscriptions, p_pid uuid,
                                          p_pname text, p_group text, p_budget int, p_lease uuid,
                                          p_auto boolean, p_worker text, p_now timestamptz)
@@ -654,9 +654,9 @@ BEGIN
             -- it looks at a few more than it may lease.
             EXIT WHEN v_parts >= v_maxp OR v_got >= v_batch OR v_scanned >= 64 + v_maxp;
             -- Partitions leased by another consumer of the group, and those
-            -- a pop found waiting (delayedProcessing, windowBuffer) until
-            -- they can be deliverable, are passed over here, so they never
-            -- use up the scan budget.
+            -- a pop found waiting (delayedProcessing, windowBuffer,
+            -- retryDelay) until they can be deliverable, are passed over
+            -- here, so they never use up the scan budget.
             SELECT rd.partition_id, p.name INTO v_pid, v_pname
             FROM queen.ready rd JOIN queen.partitions p ON p.id = rd.partition_id
             WHERE rd.queue_id = q.id AND rd.group_name = v_group
@@ -1154,7 +1154,8 @@ BEGIN
     WHERE c.queue_id = q.id AND c.group_name = p_group
     ORDER BY c.partition_id
     FOR UPDATE;
-    -- retryDelay holds end with the seek
+    -- retryDelay holds end with the seek, and a seek back may make an
+    -- older, deliverable head the next one
     UPDATE queen.ready SET not_before = NULL
     WHERE queue_id = q.id AND group_name = p_group AND not_before IS NOT NULL;
 
@@ -1184,8 +1185,7 @@ BEGIN
         SELECT q.id, p_group, upd.pid, nextval('queen.ready_order')
         FROM upd WHERE upd.committed < upd.last_offset
         ORDER BY upd.pid
-        -- a seek back may make an older, deliverable head the next one
-        ON CONFLICT (partition_id, group_name) DO UPDATE SET not_before = NULL
+        ON CONFLICT DO NOTHING
     )
     SELECT json_agg(json_build_object('partition', upd.name, 'committed', upd.committed,
                                       'lastOffset', upd.last_offset) ORDER BY upd.name)
