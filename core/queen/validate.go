@@ -310,8 +310,7 @@ func (o QueueOptions) Normalize() (QueueOptions, error) {
 				return o, Invalid("options.retentionEnabled", "false switches retention off, but %s is %d in the same request", w.name, *w.v)
 			}
 		}
-		zero, zero2 := 0, 0
-		o.RetentionSeconds, o.CompletedRetentionSeconds = &zero, &zero2
+		o.RetentionSeconds, o.CompletedRetentionSeconds = new(int), new(int)
 	}
 	o.RetentionEnabled = nil
 	for _, f := range []struct {
