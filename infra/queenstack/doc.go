@@ -13,9 +13,11 @@
 // migrate function on every create and update, before the API, the schedule and the
 // ingest mapping exist. Migrate is the only function that reads the master secret; it
 // connects directly to the database (the proxy only admits IAM logins of roles granted
-// rds_iam, which migrate is the one to create).
+// rds_iam, which migrate is the one to create). Payloads of queues with
+// encryptionEnabled are sealed in the functions with a key ring kept in a second secret,
+// which push, pop, ack, dlq and admin read at run time (never through the environment).
 //
 // The VPC has isolated subnets only (no NAT, no internet gateway). Security groups allow
-// functions → proxy → database on 5432, migrate → database on 5432 and migrate → the
-// Secrets Manager interface endpoint on 443, and nothing else.
+// functions → proxy → database on 5432, migrate → database on 5432, and migrate and the
+// functions → the Secrets Manager interface endpoint on 443, and nothing else.
 package queenstack

@@ -2,6 +2,7 @@ package queenstack
 
 import (
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -27,6 +29,12 @@ const (
 	EnvDefaultQueue        = "QUEEN_DEFAULT_QUEUE"
 	EnvDefaultPartition    = "QUEEN_DEFAULT_PARTITION"
 	EnvEventPartitionField = "QUEEN_EVENT_PARTITION_FIELD"
+
+	// EnvEncryptionKeySecretARN is the ARN (never the value) of the payload key ring
+	// secret, which PayloadFunctions read with GetSecretValue the first time an
+	// encrypted queue needs it. Locally the ring itself comes from
+	// QUEEN_ENCRYPTION_KEY, which no function here ever gets.
+	EnvEncryptionKeySecretARN = "QUEEN_ENCRYPTION_KEY_SECRET_ARN"
 )
 
 var functionDescriptions = map[string]string{
@@ -41,8 +49,9 @@ var functionDescriptions = map[string]string{
 
 // newFunctions defines every function from its `make build` asset: arm64,
 // provided.al2023, handler bootstrap, in the function subnets, with its own log group.
-// All but migrate log in to the proxy as the application user with an IAM token.
-func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds.DatabaseProxy) map[string]awslambda.Function {
+// All but migrate log in to the proxy as the application user with an IAM token;
+// PayloadFunctions may also read the payload key secret.
+func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds.DatabaseProxy, key awssecretsmanager.ISecret) map[string]awslambda.Function {
 	common := map[string]string{
 		EnvDBHost:    *proxy.Endpoint(),
 		EnvDBPort:    strconv.Itoa(DefaultDBPort),
@@ -61,11 +70,14 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 
 	fns := make(map[string]awslambda.Function, len(FunctionNames))
 	for _, name := range FunctionNames {
-		env := make(map[string]string, len(common)+3)
+		env := make(map[string]string, len(common)+4)
 		for k, v := range common {
 			env[k] = v
 		}
 		sg := n.FunctionsSG
+		if slices.Contains(PayloadFunctions, name) {
+			env[EnvEncryptionKeySecretARN] = *key.SecretArn()
+		}
 		switch name {
 		case "push":
 			env[EnvDefaultQueue] = p.EventQueue
@@ -95,6 +107,14 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 		Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
 		Resources: jsii.Strings(*d.Secret.SecretArn()),
 	}))
+	// PayloadFunctions may read the payload key, and only GetSecretValue on that one
+	// secret (DescribeSecret, which GrantRead would add, is not needed).
+	for _, name := range PayloadFunctions {
+		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
+			Resources: jsii.Strings(*key.SecretArn()),
+		}))
+	}
 	return fns
 }
 

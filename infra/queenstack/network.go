@@ -44,10 +44,18 @@ func newNetwork(s awscdk.Stack) *Network {
 	n.ProxySG.Connections().AllowFrom(n.FunctionsSG, pg, jsii.String("functions to proxy"))
 	// proxy → database on the database port is added by the proxy's target binding.
 	n.DatabaseSG.Connections().AllowFrom(n.MigrateSG, pg, jsii.String("migrate to database"))
-	n.EndpointSG.Connections().AllowFrom(n.MigrateSG, awsec2.Port_Tcp(jsii.Number(443)), jsii.String("migrate to Secrets Manager"))
+	https := awsec2.Port_Tcp(jsii.Number(443))
+	n.EndpointSG.Connections().AllowFrom(n.MigrateSG, https, jsii.String("migrate to Secrets Manager"))
+	// The payload functions read the encryption key ring through the endpoint too. Both
+	// sides are security groups, so this adds the endpoint's ingress and the matching
+	// egress on the functions' group (whose outbound traffic is otherwise closed). The
+	// two groups' descriptions predate this rule and stay as they are: a changed
+	// GroupDescription replaces the group, which detaching Lambda ENIs makes slow.
+	n.EndpointSG.Connections().AllowFrom(n.FunctionsSG, https, jsii.String("functions to Secrets Manager (payload key)"))
 
-	// The functions have no route out of the VPC; migrate reads its secret through
-	// this endpoint.
+	// The functions have no route out of the VPC; they read their secrets (migrate the
+	// master credentials, the payload functions the encryption key) through this
+	// endpoint.
 	n.SecretsEndpoint = vpc.AddInterfaceEndpoint(jsii.String("SecretsManagerEndpoint"), &awsec2.InterfaceVpcEndpointOptions{
 		Service:           awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
 		Subnets:           n.FunctionSubnets,

@@ -150,8 +150,9 @@ type Props struct {
 	IngestMaxReceiveCount float64
 
 	// RemovalPolicy of stateful resources. RETAIN keeps the database (with deletion
-	// protection), its secret, queues and logs; SNAPSHOT (default) takes a final
-	// snapshot and deletes the rest; DESTROY deletes everything.
+	// protection), its secret, the payload encryption key, queues and logs; SNAPSHOT
+	// (default) takes a final snapshot, keeps the encryption key (the snapshot's
+	// encrypted payloads need it) and deletes the rest; DESTROY deletes everything.
 	RemovalPolicy awscdk.RemovalPolicy
 
 	// DLQDepthThreshold: alarm when QueenServerless/DLQDepth exceeds it. Default 0.

@@ -28,6 +28,8 @@ type Stack struct {
 	Network  *Network
 	Database *Database
 	Proxy    awsrds.DatabaseProxy
+	// EncryptionKey is the secret holding the payload key ring of encrypted queues.
+	EncryptionKey awssecretsmanager.Secret
 	// Functions by name (FunctionNames).
 	Functions map[string]awslambda.Function
 	// Migration is the custom resource that runs the migrate function.
@@ -96,7 +98,8 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 	s.Network = newNetwork(s.Stack)
 	s.Database = newDatabase(s.Stack, p, s.Network)
 	s.Proxy = newProxy(s.Stack, p, s.Network, s.Database)
-	s.Functions = newFunctions(s.Stack, p, s.Network, s.Database, s.Proxy)
+	s.EncryptionKey = newEncryptionKey(s.Stack, p)
+	s.Functions = newFunctions(s.Stack, p, s.Network, s.Database, s.Proxy, s.EncryptionKey)
 	s.Migration = newMigration(s.Stack, p, s)
 	s.API, s.Stage = newAPI(s.Stack, p, s.Functions)
 	s.ReaperRule = newReaperSchedule(s.Stack, p, s.Functions["reaper"])
@@ -125,6 +128,9 @@ func (s *Stack) outputs() {
 	out("DashboardName", *s.Dashboard.DashboardName(), "CloudWatch dashboard")
 	out("ProxyEndpoint", *s.Proxy.Endpoint(), "RDS Proxy endpoint the functions connect to")
 	out("DatabaseSecretArn", *s.Database.Secret.SecretArn(), "Master credentials (ARN only; read by the migrate function)")
+	out("EncryptionKeySecretArn", *s.EncryptionKey.SecretArn(),
+		"Payload encryption key ring of encryptionEnabled queues (ARN only; read by push, pop, ack, dlq and admin). "+
+			"Rotate by prepending k2:<64 hex>, keeping k1; deleting it makes encrypted payloads unreadable")
 }
 
 // removal returns the removal policy for stateful resources other than the database:

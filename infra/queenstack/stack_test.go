@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -332,9 +333,24 @@ func TestSecurityGroupsAllowOnlyFunctionsToProxyToDatabase(t *testing.T) {
 		want := map[string]bool{
 			"functions->proxy:5432": true, "proxy->database:5432": true,
 			"migrate->database:5432": true, "migrate->endpoint:443": true,
+			"functions->endpoint:443": true, // the payload functions read the encryption key
 		}
 		if !equal(got, want) {
 			t.Errorf("ingress rules %v, want exactly %v", keys(got), keys(want))
+		}
+		// Outbound traffic is closed by default, so every allowed path needs the same
+		// rule as egress on the sending side.
+		gotOut := map[string]bool{}
+		for _, r := range s.resources("AWS::EC2::SecurityGroupEgress") {
+			p := props(r)
+			if p["CidrIp"] != nil || p["CidrIpv6"] != nil || p["DestinationPrefixListId"] != nil {
+				t.Errorf("egress to an address range: %s", toJSON(t, p))
+			}
+			from, to := sgName[getAtt(p["GroupId"], "GroupId")], sgName[getAtt(p["DestinationSecurityGroupId"], "GroupId")]
+			gotOut[fmt.Sprintf("%s->%s:%s", from, to, port(p["FromPort"]))] = true
+		}
+		if !equal(gotOut, want) {
+			t.Errorf("egress rules %v, want exactly %v", keys(gotOut), keys(want))
 		}
 		for id, sg := range s.resources("AWS::EC2::SecurityGroup") {
 			if _, ours := sgName[id]; !ours {
@@ -367,6 +383,7 @@ func keys(m map[string]bool) []string {
 	for k := range m {
 		out = append(out, k)
 	}
+	sort.Strings(out)
 	return out
 }
 
@@ -378,7 +395,7 @@ func TestNoWildcardResourceForDatabaseOrSecretAccess(t *testing.T) {
 		}
 		proxyID := s.id(s.stack.Proxy)
 		connectors := map[string]bool{}
-		readers := map[string]bool{}
+		readers := map[string]map[string]bool{} // function -> "database" or "encryption key"
 		for id, pol := range s.resources("AWS::IAM::Policy") {
 			p := props(pol)
 			for _, st := range asList(path(p, "PolicyDocument", "Statement")) {
@@ -417,13 +434,23 @@ func TestNoWildcardResourceForDatabaseOrSecretAccess(t *testing.T) {
 							}
 						}
 						if secret {
-							readers[name] = true
 							if !equal(actions, []string{"secretsmanager:GetSecretValue"}) {
 								t.Errorf("%s: secret actions %v, want GetSecretValue only", name, actions)
 							}
-							if r := ref(res); r != s.id(s.stack.Database.Secret) && !strings.Contains(r, "SecretAttachment") {
-								t.Errorf("%s: reads secret %s, want the database secret", name, toJSON(t, res))
+							var which string
+							switch r := ref(res); {
+							case r == s.id(s.stack.Database.Secret) || strings.Contains(r, "SecretAttachment"):
+								which = "database"
+							case r == s.id(s.stack.EncryptionKey):
+								which = "encryption key"
+							default:
+								t.Errorf("%s: reads secret %s, want one of the stack's two secrets", name, toJSON(t, res))
+								continue
 							}
+							if readers[name] == nil {
+								readers[name] = map[string]bool{}
+							}
+							readers[name][which] = true
 						}
 					}
 				}
@@ -437,8 +464,14 @@ func TestNoWildcardResourceForDatabaseOrSecretAccess(t *testing.T) {
 		if connectors["migrate"] {
 			t.Errorf("migrate has rds-db:connect; it logs in with the master password")
 		}
-		if !equal(readers, map[string]bool{"migrate": true}) {
-			t.Errorf("functions that may read secrets: %v, want migrate only", keys(readers))
+		// Migrate reads the master secret; the payload functions the encryption key,
+		// each GetSecretValue on that one secret; the reaper no secret at all.
+		want := map[string]map[string]bool{"migrate": {"database": true}}
+		for _, name := range wantKeyReaders {
+			want[name] = map[string]bool{"encryption key": true}
+		}
+		if !equal(readers, want) {
+			t.Errorf("secrets each function may read: %v, want %v", readers, want)
 		}
 	})
 }
@@ -464,14 +497,25 @@ func TestNoSecretValueInFunctionEnvironment(t *testing.T) {
 				if getAtt(v, "SecretString") != "" {
 					t.Errorf("%s: %s holds a secret value", id, k)
 				}
-				if secretIDs[ref(v)] && !(k == EnvDBSecretARN && fnIDs[id] == "migrate") {
-					t.Errorf("%s: %s names the secret; only migrate's %s may", id, k, EnvDBSecretARN)
+				if k == "QUEEN_ENCRYPTION_KEY" {
+					t.Errorf("%s: the encryption key ring itself is in the environment", id)
+				}
+				name := fnIDs[id]
+				allowed := (k == EnvDBSecretARN && name == "migrate") || (k == EnvEncryptionKeySecretARN && contains(wantKeyReaders, name))
+				if secretIDs[ref(v)] && !allowed {
+					t.Errorf("%s: %s names a secret; only migrate's %s and the payload functions' %s may", id, k, EnvDBSecretARN, EnvEncryptionKeySecretARN)
 				}
 			}
 			if name := fnIDs[id]; name != "" {
+				key := ref(vars[EnvEncryptionKeySecretARN])
+				if contains(wantKeyReaders, name) && key != s.id(s.stack.EncryptionKey) {
+					t.Errorf("%s: %s = %s, want the encryption key secret's ARN", name, EnvEncryptionKeySecretARN, toJSON(t, vars[EnvEncryptionKeySecretARN]))
+				} else if !contains(wantKeyReaders, name) && vars[EnvEncryptionKeySecretARN] != nil {
+					t.Errorf("%s: has %s but never handles a payload", name, EnvEncryptionKeySecretARN)
+				}
 				if name == "migrate" {
-					if !secretIDs[ref(vars[EnvDBSecretARN])] {
-						t.Errorf("migrate: %s = %s, want the secret's ARN", EnvDBSecretARN, toJSON(t, vars[EnvDBSecretARN]))
+					if r := ref(vars[EnvDBSecretARN]); !secretIDs[r] || r == s.id(s.stack.EncryptionKey) {
+						t.Errorf("migrate: %s = %s, want the master secret's ARN", EnvDBSecretARN, toJSON(t, vars[EnvDBSecretARN]))
 					}
 				} else if getAtt(vars[EnvDBHost], "Endpoint") != s.id(s.stack.Proxy) {
 					t.Errorf("%s: %s = %s, want the proxy endpoint", name, EnvDBHost, toJSON(t, vars[EnvDBHost]))
@@ -759,7 +803,7 @@ func TestOutputsAndEnvAgnostic(t *testing.T) {
 		if !strings.Contains(url, s.id(s.stack.API)) || !strings.Contains(url, "execute-api") {
 			t.Errorf("ApiUrl output %s", url)
 		}
-		for _, o := range []string{"AlarmTopicArn", "DashboardName", "ProxyEndpoint", "DatabaseSecretArn"} {
+		for _, o := range []string{"AlarmTopicArn", "DashboardName", "ProxyEndpoint", "DatabaseSecretArn", "EncryptionKeySecretArn"} {
 			if path(s.json, "Outputs", o) == nil {
 				t.Errorf("output %s missing", o)
 			}
