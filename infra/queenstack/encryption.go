@@ -29,15 +29,17 @@ const (
 // Encryption at rest: the AWS-managed key aws/secretsmanager. Access is decided by IAM
 // on this one secret (GetSecretValue for PayloadFunctions only); a customer-managed KMS
 // key would add $1/month and a key policy to keep in step with those grants, and buys
-// nothing this stack uses (cross-account access, a key policy separate from IAM). The
-// cdk-nag AwsSolutions and Serverless packs have no rule that asks for one.
+// nothing this stack uses (cross-account access, a key policy separate from IAM). In
+// cdk-nag, the rule that asks for one (SecretsManagerUsingKMSKey) belongs to the
+// compliance packs (HIPAA, NIST 800-53, PCI DSS), not to AwsSolutions or Serverless.
 //
-// No automatic rotation (cdk-nag AwsSolutions-SMG4 would flag it): a rotation Lambda
-// that replaced the value would lose the old key and every payload sealed with it.
-// Rotation is manual and additive: the operator puts "k2:<64 new hex digits>,k1:<the
-// current value>" as the new value (newest first, every entry with its id once there
-// are several); new payloads are sealed with k2 as containers start and fetch the ring
-// again, and rows sealed with k1 stay readable while k1 stays in the ring.
+// No automatic rotation (cdk-nag AwsSolutions-SMG4 flags that; suppress it here with
+// this reason): a rotation Lambda that replaced the value would drop the old key and
+// with it every payload the old key sealed. Rotation is manual and additive: the
+// operator sets the value to "k2:<64 new hex digits>,k1:<the current value>" (newest
+// first; with several entries each needs its id, and the generated bare key is k1).
+// New payloads are sealed with k2 once a container fetches the ring again (a new
+// container); rows sealed with k1 stay readable as long as k1 stays in the ring.
 //
 // Never change the construct id or the generation settings after the first deploy:
 // CloudFormation replaces the secret (or generates a new value) when they change, and
