@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/queen-serverless/queen/core/crypt"
+	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/pgtest"
 	"github.com/queen-serverless/queen/core/queen"
@@ -310,6 +312,36 @@ func testPop(t *testing.T, start func(env ...string) *emulator) {
 		t.Errorf("extend of an unknown lease: %d %s", r.Status, r.Body)
 	}
 	expect(t, "an ack route on the pop function", fn.http("POST", "/api/v1/ack", `{}`), 404)
+
+	// An encrypted queue: the function opens what another process sealed
+	// with the key ring of QUEEN_ENCRYPTION_KEY; without it, a clear 503.
+	const key = "k1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	ring, err := crypt.Parse(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer := pgstore.New(env.Pool, pgstore.Config{Keys: func(context.Context) (*crypt.Ring, error) { return ring, nil }})
+	if _, err := sealer.Configure(context.Background(), queen.ConfigureRequest{Queue: "vault",
+		Options: queen.QueueOptions{EncryptionEnabled: new(true)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sealer.Push(context.Background(), []queen.PushItem{{Queue: "vault", Payload: json.RawMessage(`{"pin":"2468"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, env, `SELECT count(*) FROM queen.segments WHERE key_id LIKE 'k1.%' AND payloads[1] NOT LIKE '%2468%'`); n != 1 {
+		t.Fatalf("the encrypted queue's payload is not stored sealed")
+	}
+	r = fn.http("GET", "/api/v1/pop/queue/vault", "")
+	if r.Status != 503 || !strings.Contains(string(r.Body), "does not hold") {
+		t.Fatalf("pop of an encrypted queue without a key: %d %s, want 503", r.Status, r.Body)
+	}
+	keyed := start("DATABASE_URL="+env.URL, "QUEEN_ENCRYPTION_KEY="+key)
+	r = keyed.http("GET", "/api/v1/pop/queue/vault", "")
+	expect(t, "pop of an encrypted queue with its key", r, 200)
+	r.json(t, &pop)
+	if len(pop.Messages) != 1 || string(pop.Messages[0].Data) != `{"pin":"2468"}` {
+		t.Fatalf("encrypted pop: %+v", pop)
+	}
 }
 
 func testAck(t *testing.T, start func(env ...string) *emulator) {

@@ -19,12 +19,14 @@ import (
 
 	"github.com/queen-serverless/queen/core/auth"
 	"github.com/queen-serverless/queen/core/config"
+	"github.com/queen-serverless/queen/core/crypt"
 	"github.com/queen-serverless/queen/core/dbconn"
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgcluster"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/prommetrics"
 	"github.com/queen-serverless/queen/core/reaper"
+	"github.com/queen-serverless/queen/core/secrets"
 )
 
 // Defaults of `queen serve`.
@@ -32,6 +34,10 @@ const (
 	// defaultDataDir holds the embedded cluster's data, relative to the
 	// working directory (the project root under `make run`; ignored by git).
 	defaultDataDir = ".queen/pgdata"
+	// defaultKeyFile holds the local key ring of encrypted queues when
+	// neither QUEEN_ENCRYPTION_KEY nor QUEEN_ENCRYPTION_KEY_SECRET_ARN is
+	// set; created on first start.
+	defaultKeyFile = ".queen/encryption.key"
 	// embeddedDB is the database `queen serve` uses in the embedded cluster.
 	embeddedDB = "queen"
 	// shutdownGrace is how long requests in flight at shutdown may run on
@@ -45,6 +51,7 @@ const (
 type serveOptions struct {
 	host      string
 	dataDir   string
+	keyFile   string
 	noMigrate bool
 }
 
@@ -58,6 +65,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	var opt serveOptions
 	fs.StringVar(&opt.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; set QUEEN_JWT_SECRET or QUEEN_JWT_JWKS_URL to require tokens)")
 	fs.StringVar(&opt.dataDir, "data-dir", defaultDataDir, "data directory of the embedded PostgreSQL (used without DATABASE_URL)")
+	fs.StringVar(&opt.keyFile, "key-file", defaultKeyFile, "key ring of encrypted queues, created on first start (used without QUEEN_ENCRYPTION_KEY)")
 	fs.BoolVar(&opt.noMigrate, "no-migrate", false, "do not apply the schema migrations at start")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,7 +115,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer pool.Close()
-	store := pgstore.New(pool, pgstore.Config{Logger: log})
+	keys, err := localKeys(cfg, opt.keyFile, log)
+	if err != nil {
+		return err
+	}
+	store := pgstore.New(pool, pgstore.Config{Logger: log, Keys: keys})
 	apiCfg := httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		MaxWait:      cfg.MaxWait,
@@ -196,6 +208,26 @@ func isLoopback(addr net.Addr) bool {
 
 // startEmbedded starts (or reuses) the persistent local cluster and returns
 // it with the URL of its queen database, created if missing.
+// localKeys is where `queen serve` finds the key ring of encrypted queues:
+// QUEEN_ENCRYPTION_KEY_SECRET_ARN or QUEEN_ENCRYPTION_KEY when set, else
+// the key file, created with a fresh key on first start.
+func localKeys(cfg config.Config, file string, log *slog.Logger) (pgstore.KeyLoader, error) {
+	if keys := secrets.KeyLoader(cfg, secrets.SecretsManager(dbconn.LoadDefaultAWSConfig)); keys != nil {
+		return keys, nil
+	}
+	ring, created, err := crypt.LoadOrCreate(file)
+	if err != nil {
+		return nil, fmt.Errorf("encryption key file: %w", err)
+	}
+	if created {
+		log.Warn("created a local encryption key for queues with encryptionEnabled; back it up: "+
+			"their payloads cannot be read without it (or set QUEEN_ENCRYPTION_KEY)", "file", file)
+	} else {
+		log.Info("encryption key ring loaded", "file", file, "key", ring.Current())
+	}
+	return secrets.Ring(ring), nil
+}
+
 func startEmbedded(ctx context.Context, dataDir string, log *slog.Logger) (*pgcluster.Cluster, string, error) {
 	log.Info("starting the embedded PostgreSQL", "dataDir", dataDir)
 	cluster, err := pgcluster.Start(ctx, pgcluster.Options{

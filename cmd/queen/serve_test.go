@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ func startServe(t *testing.T, env map[string]string, args ...string) *server {
 	t.Helper()
 	port := freePort(t)
 	env["QUEEN_PORT"] = strconv.Itoa(port)
+	if !slices.Contains(args, "-key-file") {
+		args = append(args, "-key-file", filepath.Join(t.TempDir(), "encryption.key"))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{t: t, base: "http://127.0.0.1:" + strconv.Itoa(port), cancel: cancel, done: make(chan error, 1),
 		stdout: &syncBuffer{}, stderr: &syncBuffer{}}
@@ -191,12 +195,25 @@ func TestServeEmbedded(t *testing.T) {
 		}
 	}
 	dataDir := filepath.Join(dir, "pgdata")
+	keyFile := filepath.Join(dir, "encryption.key")
 
-	s := startServe(t, map[string]string{}, "-data-dir", dataDir)
+	s := startServe(t, map[string]string{}, "-data-dir", dataDir, "-key-file", keyFile)
 	if !strings.Contains(s.stdout.String(), "embedded PostgreSQL") {
 		t.Errorf("banner does not name the embedded database:\n%s", s.stdout.String())
 	}
-	if st, body := s.do("POST", "/api/v1/push", `{"items":[{"queue":"kept","payload":"across runs","transactionId":"t-1"}]}`); st != 201 {
+	// Without QUEEN_ENCRYPTION_KEY the first start creates a local key and
+	// says so; encrypted queues work out of the box.
+	if !strings.Contains(s.stderr.String(), "created a local encryption key") {
+		t.Errorf("first start does not say it created a key:\n%s", s.stderr.String())
+	}
+	if st, err := os.Stat(keyFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v", err)
+	}
+	if st, body := s.do("POST", "/api/v1/configure", `{"queue":"sealed","options":{"encryptionEnabled":true}}`); st != 200 {
+		t.Fatalf("configure: %d %s", st, body)
+	}
+	if st, body := s.do("POST", "/api/v1/push", `{"items":[{"queue":"kept","payload":"across runs","transactionId":"t-1"},`+
+		`{"queue":"sealed","payload":{"secret":"kept sealed"},"transactionId":"t-2"}]}`); st != 201 {
 		t.Fatalf("push: %d %s", st, body)
 	}
 	if err := s.stop(); err != nil {
@@ -206,10 +223,16 @@ func TestServeEmbedded(t *testing.T) {
 		t.Fatal("PostgreSQL still running after serve stopped")
 	}
 
-	s = startServe(t, map[string]string{}, "-data-dir", dataDir)
+	s = startServe(t, map[string]string{}, "-data-dir", dataDir, "-key-file", keyFile)
 	st, body := s.do("GET", "/api/v1/messages?queue=kept", "")
 	if st != 200 || !strings.Contains(body, `"t-1"`) || !strings.Contains(body, "across runs") {
 		t.Errorf("after a restart: %d %s", st, body)
+	}
+	if strings.Contains(s.stderr.String(), "created a local encryption key") {
+		t.Error("the restart created another key")
+	}
+	if st, body := s.do("GET", "/api/v1/pop/queue/sealed?autoAck=true", ""); st != 200 || !strings.Contains(body, `"kept sealed"`) {
+		t.Errorf("encrypted queue after a restart: %d %s", st, body)
 	}
 	if err := s.stop(); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/queen-serverless/queen/core/crypt"
 	"github.com/queen-serverless/queen/core/queen"
 )
 
@@ -46,6 +47,8 @@ const (
 	EnvJWTJWKSURL          = "QUEEN_JWT_JWKS_URL"
 	EnvJWTIssuer           = "QUEEN_JWT_ISSUER"
 	EnvJWTAudience         = "QUEEN_JWT_AUDIENCE"
+	EnvEncryptionKey       = "QUEEN_ENCRYPTION_KEY"
+	EnvEncryptionKeySecret = "QUEEN_ENCRYPTION_KEY_SECRET_ARN"
 
 	// EnvLambdaFunctionName is set by AWS Lambda (and the Runtime Interface
 	// Emulator) in every function: its presence means "running on Lambda".
@@ -155,6 +158,15 @@ type Config struct {
 	// (QUEEN_JWT_JWKS_URL); issuer and audience checked when set. Neither
 	// set: no authentication.
 	JWTSecret, JWTJWKSURL, JWTIssuer, JWTAudience string
+
+	// EncryptionKey (QUEEN_ENCRYPTION_KEY, local runs) is the key ring that
+	// seals the payloads of encrypted queues: "id:key" entries, newest
+	// first (see package crypt). Never logged.
+	EncryptionKey string
+	// EncryptionKeySecretARN (QUEEN_ENCRYPTION_KEY_SECRET_ARN, on AWS) is
+	// the Secrets Manager secret holding that key ring, read the first time
+	// an encrypted queue needs it. It takes precedence over EncryptionKey.
+	EncryptionKeySecretARN string
 }
 
 // FromEnv reads the configuration from the environment through getenv
@@ -176,6 +188,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		JWTJWKSURL:          get(EnvJWTJWKSURL),
 		JWTIssuer:           get(EnvJWTIssuer),
 		JWTAudience:         get(EnvJWTAudience),
+
+		EncryptionKey:          get(EnvEncryptionKey),
+		EncryptionKeySecretARN: get(EnvEncryptionKeySecret),
 	}
 	var errs []error
 	parse := func(name string, f func(string) error) {
@@ -307,6 +322,11 @@ func (c Config) Validate() error {
 	if err := queen.ValidateText(EnvDefaultPartition, c.DefaultPartition); err != nil {
 		errs = append(errs, err)
 	}
+	if c.EncryptionKey != "" {
+		if _, err := crypt.Parse(c.EncryptionKey); err != nil { // its errors never echo key material
+			bad(EnvEncryptionKey, "%v", err)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}
@@ -330,6 +350,12 @@ func (c Config) LogValue() slog.Value {
 		if c.DBSecretARN != "" {
 			attrs = append(attrs, slog.String("dbSecretArn", c.DBSecretARN))
 		}
+	}
+	switch {
+	case c.EncryptionKeySecretARN != "":
+		attrs = append(attrs, slog.String("encryptionKeySecretArn", c.EncryptionKeySecretARN))
+	case c.EncryptionKey != "":
+		attrs = append(attrs, slog.String("encryptionKey", "set (not shown)"))
 	}
 	attrs = append(attrs,
 		slog.Duration("maxWait", c.MaxWait), slog.Int64("maxBodyBytes", c.MaxBodyBytes),

@@ -127,3 +127,25 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+func TestEncryptionKeyIsCheckedAndNeverShown(t *testing.T) {
+	t.Parallel()
+	const key = "k1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	c, err := config.FromEnv(env(map[string]string{"QUEEN_ENCRYPTION_KEY": key}))
+	if err != nil || c.EncryptionKey != key {
+		t.Fatalf("a valid key ring: %v", err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("cfg", "config", c)
+	if strings.Contains(buf.String(), "0a0b0c0d") || !strings.Contains(buf.String(), "not shown") {
+		t.Errorf("log line shows the key or hides that one is set: %s", buf.String())
+	}
+	const short = "k1:000102030405060708090a0b0c0d0e0f1011121314151617"
+	_, err = config.FromEnv(env(map[string]string{"QUEEN_ENCRYPTION_KEY": short}))
+	if err == nil || !strings.Contains(err.Error(), "QUEEN_ENCRYPTION_KEY") || !strings.Contains(err.Error(), "24 bytes") {
+		t.Fatalf("a short key: %v, want an error naming the variable and the length", err)
+	}
+	if strings.Contains(err.Error(), "0a0b0c0d") {
+		t.Errorf("the error echoes key material: %v", err)
+	}
+}

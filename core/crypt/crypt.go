@@ -10,16 +10,20 @@
 //	QUEEN_ENCRYPTION_KEY=k2:9f86d0…,k1:2c26b4…
 //
 // A sealed payload is the nonce (12 bytes) followed by the ciphertext and
-// the GCM tag; the key id travels next to it (in its own column), and the
-// additional data binds the sealed bytes to the key id and to what the
-// caller says they belong to (queue and partition), so a ciphertext copied
-// elsewhere does not open.
+// the GCM tag. It travels with the reference of the key that sealed it
+// (in its own column): the key's id and a fingerprint of the key, "k2.3f9a0c1e5b7d",
+// so a server can tell before it delivers anything whether it holds that
+// very key — the same id with other key material is a different key. The
+// additional data binds the sealed bytes to the key reference and to what
+// the caller says they belong to (queue and partition), so a ciphertext
+// copied elsewhere does not open.
 package crypt
 
 import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -38,8 +42,9 @@ var ErrNoKey = errors.New("encryption key not available")
 
 // Ring holds the keys, newest first.
 type Ring struct {
-	ids   []string
-	aeads map[string]cipher.AEAD
+	ids   []string               // as configured, newest first
+	refs  []string               // the ids' references, same order
+	aeads map[string]cipher.AEAD // by reference
 }
 
 // Parse reads QUEEN_ENCRYPTION_KEY's form. Errors say which entry is wrong
@@ -50,6 +55,7 @@ func Parse(s string) (*Ring, error) {
 		return nil, errors.New("encryption key: empty")
 	}
 	r := &Ring{aeads: map[string]cipher.AEAD{}}
+	seen := map[string]bool{}
 	entries := strings.Split(s, ",")
 	for i, e := range entries {
 		e = strings.TrimSpace(e)
@@ -63,9 +69,10 @@ func Parse(s string) (*Ring, error) {
 		if id == "" || strings.ContainsAny(id, " \t") {
 			return nil, fmt.Errorf("encryption key entry %d: empty or blank key id", i+1)
 		}
-		if _, dup := r.aeads[id]; dup {
+		if seen[id] {
 			return nil, fmt.Errorf("encryption key entry %d: key id %q given twice", i+1, id)
 		}
+		seen[id] = true
 		raw, err := decodeKey(key)
 		if err != nil {
 			return nil, fmt.Errorf("encryption key %q: %w", id, err)
@@ -78,8 +85,10 @@ func Parse(s string) (*Ring, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encryption key %q: %w", id, err)
 		}
+		ref := reference(id, raw)
 		r.ids = append(r.ids, id)
-		r.aeads[id] = aead
+		r.refs = append(r.refs, ref)
+		r.aeads[ref] = aead
 	}
 	return r, nil
 }
@@ -102,40 +111,56 @@ func decodeKey(s string) ([]byte, error) {
 	return nil, fmt.Errorf("is neither hex nor base64 of %d bytes", KeySize)
 }
 
+// reference names a key by its id and a fingerprint of the key material:
+// the first 6 bytes of SHA-256 over a fixed label and the key, which tell
+// keys apart and reveal nothing usable about a 256-bit random key.
+func reference(id string, key []byte) string {
+	sum := sha256.Sum256(append([]byte("queen key fingerprint\x00"), key...))
+	return id + "." + hex.EncodeToString(sum[:6])
+}
+
 // Current is the id new payloads are sealed with.
 func (r *Ring) Current() string { return r.ids[0] }
 
+// Refs are the references of the ring's keys, newest first: what a stored
+// payload's key reference must be one of for this ring to open it.
+func (r *Ring) Refs() []string { return append([]string(nil), r.refs...) }
+
+// Holds reports whether ref names a key of the ring.
+func (r *Ring) Holds(ref string) bool { _, ok := r.aeads[ref]; return ok }
+
 // Seal encrypts plaintext with the newest key, bound to context (for
-// example queue + "/" + partition). It returns the key id and the sealed
-// bytes.
+// example queue + "\x00" + partition). It returns the key's reference
+// and the sealed bytes.
 func (r *Ring) Seal(plaintext []byte, context string) (string, []byte, error) {
-	id := r.ids[0]
-	aead := r.aeads[id]
+	ref := r.refs[0]
+	aead := r.aeads[ref]
 	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plaintext)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", nil, fmt.Errorf("encryption: nonce: %w", err)
 	}
-	return id, aead.Seal(nonce, nonce, plaintext, additional(id, context)), nil
+	return ref, aead.Seal(nonce, nonce, plaintext, additional(ref, context)), nil
 }
 
-// Open decrypts what Seal returned under key id for the same context.
-func (r *Ring) Open(id string, sealed []byte, context string) ([]byte, error) {
-	aead, ok := r.aeads[id]
+// Open decrypts what Seal returned under the key reference ref for the
+// same context.
+func (r *Ring) Open(ref string, sealed []byte, context string) ([]byte, error) {
+	aead, ok := r.aeads[ref]
 	if !ok {
-		return nil, fmt.Errorf("%w: the payload was sealed with key %q, which QUEEN_ENCRYPTION_KEY does not hold", ErrNoKey, id)
+		return nil, fmt.Errorf("%w: the payload was sealed with key %s, which this server's key ring does not hold", ErrNoKey, ref)
 	}
 	n := aead.NonceSize()
 	if len(sealed) < n+aead.Overhead() {
 		return nil, errors.New("encryption: sealed payload too short")
 	}
-	out, err := aead.Open(nil, sealed[:n], sealed[n:], additional(id, context))
+	out, err := aead.Open(nil, sealed[:n], sealed[n:], additional(ref, context))
 	if err != nil {
-		return nil, fmt.Errorf("encryption: payload does not open with key %q (tampered, or sealed for another queue or partition)", id)
+		return nil, fmt.Errorf("encryption: payload does not open with key %s (tampered, or sealed for another queue or partition)", ref)
 	}
 	return out, nil
 }
 
-func additional(id, context string) []byte { return []byte("queen/v1\x00" + id + "\x00" + context) }
+func additional(ref, context string) []byte { return []byte("queen/v1\x00" + ref + "\x00" + context) }
 
 // NewKey returns a fresh random key in hex.
 func NewKey() (string, error) {

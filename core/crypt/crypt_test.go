@@ -23,8 +23,8 @@ func TestSealOpenAndRotation(t *testing.T) {
 	}
 	plain := []byte(`{"card":"4111 1111 1111 1111"}`)
 	id, sealed, err := old.Seal(plain, "orders/eu")
-	if err != nil || id != "k1" {
-		t.Fatalf("seal: %q %v", id, err)
+	if err != nil || !strings.HasPrefix(id, "k1.") {
+		t.Fatalf("seal: %q %v, want a reference to key k1", id, err)
 	}
 	if bytes.Contains(sealed, plain) || bytes.Contains(sealed, []byte("4111")) {
 		t.Fatal("sealed bytes contain the plaintext")
@@ -37,8 +37,11 @@ func TestSealOpenAndRotation(t *testing.T) {
 	if got, err := ring.Open(id, sealed, "orders/eu"); err != nil || !bytes.Equal(got, plain) {
 		t.Fatalf("open after rotation: %q %v", got, err)
 	}
-	if id, _, _ := ring.Seal(plain, "orders/eu"); id != "k2" {
+	if id, _, _ := ring.Seal(plain, "orders/eu"); !strings.HasPrefix(id, "k2.") {
 		t.Fatalf("new payloads sealed with %q, want the newest key k2", id)
+	}
+	if refs := ring.Refs(); len(refs) != 2 || refs[1] != id || !ring.Holds(id) {
+		t.Fatalf("refs %q, want k2's then %q", refs, id)
 	}
 	// Bound to its queue and partition, and tamper-evident.
 	if _, err := ring.Open(id, sealed, "orders/us"); err == nil {
@@ -50,8 +53,17 @@ func TestSealOpenAndRotation(t *testing.T) {
 	}
 	// A key the ring lost is a clear error.
 	k2only, _ := crypt.Parse("k2:" + hexKey2)
-	if _, err := k2only.Open("k1", sealed, "orders/eu"); !errors.Is(err, crypt.ErrNoKey) || !strings.Contains(err.Error(), `"k1"`) {
+	if _, err := k2only.Open(id, sealed, "orders/eu"); !errors.Is(err, crypt.ErrNoKey) || !strings.Contains(err.Error(), id) {
 		t.Errorf("missing key: %v", err)
+	}
+	// The same id with other key material is another key: its reference
+	// differs, so a server can tell it lacks the key before opening.
+	other, _ := crypt.Parse("k1:" + hexKey2)
+	if other.Holds(id) {
+		t.Errorf("key k1 with other material holds %q", id)
+	}
+	if _, err := other.Open(id, sealed, "orders/eu"); !errors.Is(err, crypt.ErrNoKey) {
+		t.Errorf("wrong key material under the same id: %v, want ErrNoKey", err)
 	}
 	// Two seals of one plaintext differ (fresh nonces).
 	_, a, _ := ring.Seal(plain, "x")

@@ -208,7 +208,7 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, queen.ErrQueueFull):
 		return http.StatusTooManyRequests
-	case errors.Is(err, queen.ErrMaintenance):
+	case errors.Is(err, queen.ErrMaintenance), errors.Is(err, queen.ErrKeyUnavailable):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, queen.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
@@ -261,6 +261,10 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, queen.ErrMaintenance):
 		w.Header().Set("Retry-After", strconv.Itoa(MaintenanceRetryAfter))
 		a.cfg.Logger.DebugContext(r.Context(), "request refused: maintenance", "method", r.Method, "path", r.URL.Path)
+	case errors.Is(err, queen.ErrKeyUnavailable):
+		// An operator must supply the key; the message says which (never
+		// key material) and that nothing was written or delivered.
+		a.cfg.Logger.ErrorContext(r.Context(), "encryption key unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 	case status == http.StatusInternalServerError:
 		a.cfg.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error = "internal error"

@@ -30,6 +30,7 @@ import (
 	"github.com/queen-serverless/queen/core/dbconn"
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/secrets"
 )
 
 // Function is what a Lambda function builds once per container.
@@ -60,7 +61,9 @@ func Init(name string) *Function {
 }
 
 // OpenStore builds the pool (one connection on Lambda; it connects at the
-// first query, not here) and the store over it. It exits when the
+// first query, not here) and the store over it. The store reads the
+// encryption key secret (QUEEN_ENCRYPTION_KEY_SECRET_ARN) the first time an
+// encrypted queue needs it, not here. It exits when the
 // configuration names no database.
 func (f *Function) OpenStore() {
 	pool, err := dbconn.NewPool(context.Background(), f.Config, dbconn.Options{})
@@ -68,7 +71,8 @@ func (f *Function) OpenStore() {
 		Exit(f.Logger, "database pool", err)
 	}
 	f.Pool = pool
-	f.Store = pgstore.New(pool, pgstore.Config{Logger: f.Logger})
+	f.Store = pgstore.New(pool, pgstore.Config{Logger: f.Logger,
+		Keys: secrets.KeyLoader(f.Config, secrets.SecretsManager(dbconn.LoadDefaultAWSConfig))})
 }
 
 // API returns the HTTP API over the store with the configured limits.

@@ -149,8 +149,8 @@ func TestValidationWritesNothing(t *testing.T) {
 	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{LeaseTime: ptr(0)}}); !errors.Is(err, queen.ErrInvalid) {
 		t.Errorf("configure leaseTime 0: %v", err)
 	}
-	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{EncryptionEnabled: ptr(true)}}); !errors.Is(err, queen.ErrInvalid) {
-		t.Errorf("configure encryptionEnabled: %v, want a clear rejection", err)
+	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{EncryptionEnabled: ptr(true)}}); !errors.Is(err, queen.ErrKeyUnavailable) {
+		t.Errorf("configure encryptionEnabled on a store without a key: %v, want ErrKeyUnavailable", err)
 	}
 	for _, table := range []string{"queues", "partitions", "segments", "dedup", "subscriptions"} {
 		if n := count(t, e, "SELECT count(*) FROM queen."+table); n != 0 {

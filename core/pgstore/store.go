@@ -77,6 +77,11 @@ type Config struct {
 	// DeadlockRetries is how often a statement aborted by a deadlock or
 	// serialization failure is retried. Default DefaultDeadlockRetries.
 	DeadlockRetries int
+	// Keys supplies the key ring that seals and opens the payloads of
+	// encrypted queues, loaded the first time one needs it. Nil: this
+	// server has no key, and encrypted queues are refused with
+	// queen.ErrKeyUnavailable.
+	Keys KeyLoader
 }
 
 // DefaultDeadlockRetries is Config.DeadlockRetries unless set.
@@ -84,8 +89,9 @@ const DefaultDeadlockRetries = 3
 
 // Store is queen.Store on Postgres.
 type Store struct {
-	db  DB
-	cfg Config
+	db   DB
+	cfg  Config
+	seal sealing
 }
 
 var _ queen.Store = (*Store)(nil)
@@ -98,7 +104,7 @@ func New(db DB, cfg Config) *Store {
 	if cfg.DeadlockRetries == 0 {
 		cfg.DeadlockRetries = DefaultDeadlockRetries
 	}
-	return &Store{db: db, cfg: cfg}
+	return &Store{db: db, cfg: cfg, seal: sealing{load: cfg.Keys}}
 }
 
 // PoolConfig parses url into a pool configuration that is safe behind a
@@ -185,6 +191,10 @@ func interpretError(op string, err error) error {
 			return &queen.KindError{Kind: queen.ErrQueueFull, Message: pgErr.Message}
 		case pgErr.Code == "QN503":
 			return &queen.KindError{Kind: queen.ErrMaintenance, Message: pgErr.Message}
+		case pgErr.Code == "QNENC":
+			return &sealRequired{queue: pgErr.Detail}
+		case pgErr.Code == "QNKEY":
+			return &keyMissing{ref: pgErr.Detail, message: pgErr.Message}
 		case pgErr.Code == "22P02", pgErr.Code == "22007", pgErr.Code == "22008",
 			pgErr.Code == "22003", pgErr.Code == "22021", pgErr.Code == "22P05",
 			pgErr.Code == "22023", pgErr.Code == "22001":
@@ -227,12 +237,15 @@ func (s *Store) Push(ctx context.Context, items []queen.PushItem) ([]queen.PushR
 	if err != nil {
 		return nil, err
 	}
-	arg, err := jsonArg(items)
-	if err != nil {
-		return nil, err
-	}
 	var out []queen.PushResult
-	if err := s.call(ctx, "push", sqlPush, &out, arg, s.now()); err != nil {
+	err = s.sealedCall(ctx, items, func(args []pushArg) error {
+		arg, err := jsonArg(args)
+		if err != nil {
+			return err
+		}
+		return s.call(ctx, "push", sqlPush, &out, arg, s.now())
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -248,6 +261,14 @@ type popArg struct {
 	Mode       string     `json:"mode"`
 	From       *time.Time `json:"from,omitempty"`
 	Worker     string     `json:"worker,omitempty"`
+	Keys       []string   `json:"keys,omitempty"` // references of the keys the store holds
+}
+
+// popReply is what the pop routine returns.
+type popReply struct {
+	LeaseID        string          `json:"leaseId"`
+	LeaseExpiresAt *time.Time      `json:"leaseExpiresAt"`
+	Messages       []sealedMessage `json:"messages"`
 }
 
 // Pop implements queen.Store.
@@ -272,16 +293,29 @@ func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult,
 		a.Mode = "from"
 		a.From = &req.From
 	}
-	arg, _ := jsonArg(a)
-	var out queen.PopResult
-	if err := s.call(ctx, "pop", sqlPop, &out, arg, s.now()); err != nil {
+	var reply popReply
+	for {
+		a.Keys = s.keyRefs()
+		arg, _ := jsonArg(a)
+		err = s.call(ctx, "pop", sqlPop, &reply, arg, s.now())
+		var missing *keyMissing
+		if !errors.As(err, &missing) || s.loadedRing() != nil {
+			break
+		}
+		// Sealed messages and no key ring loaded yet: load it, pop again.
+		if _, lerr := s.keyRing(ctx); lerr != nil {
+			return queen.PopResult{}, fmt.Errorf("%s: %w", missing.message, lerr)
+		}
+	}
+	if err != nil {
 		return queen.PopResult{}, err
 	}
-	out.ConsumerGroup = req.ConsumerGroup
-	if out.Messages == nil {
-		out.Messages = []queen.Message{}
+	msgs, err := s.openMessages(ctx, reply.Messages)
+	if err != nil {
+		return queen.PopResult{}, err
 	}
-	return out, nil
+	return queen.PopResult{LeaseID: reply.LeaseID, LeaseExpiresAt: reply.LeaseExpiresAt,
+		ConsumerGroup: req.ConsumerGroup, Messages: msgs}, nil
 }
 
 type ackReply struct {
@@ -353,9 +387,12 @@ func (s *Store) Transaction(ctx context.Context, req queen.TransactionRequest) (
 		leases = append(leases, l)
 	}
 	ackArg, _ := jsonArg(acks)
-	pushArg, _ := jsonArg(pushes)
 	var out ackReply
-	if err := s.call(ctx, "transaction", sqlTransact, &out, ackArg, pushArg, leases, s.now()); err != nil {
+	err = s.sealedCall(ctx, pushes, func(args []pushArg) error {
+		pushArg, _ := jsonArg(args)
+		return s.call(ctx, "transaction", sqlTransact, &out, ackArg, pushArg, leases, s.now())
+	})
+	if err != nil {
 		return queen.TransactionResult{}, err
 	}
 	if !out.OK {
@@ -450,12 +487,19 @@ func (s *Store) Configure(ctx context.Context, req queen.ConfigureRequest) (quee
 		return queen.Queue{}, err
 	}
 	norm, _ := req.Options.Normalize()
+	if e := norm.EncryptionEnabled; e != nil && *e {
+		// Refused up front on a server that could not seal its payloads.
+		if _, err := s.keyRing(ctx); err != nil {
+			return queen.Queue{}, fmt.Errorf("options.encryptionEnabled: %w", err)
+		}
+	}
 	opts, _ := jsonArg(norm)
 	var row queueRow
 	if err := s.call(ctx, "configure", sqlConfigure, &row, req.Queue, nullable(req.Namespace),
 		nullable(req.Task), opts, s.now()); err != nil {
 		return queen.Queue{}, err
 	}
+	s.remember(row.Name, row.EncryptionEnabled)
 	return row.queue(), nil
 }
 
@@ -532,10 +576,17 @@ func (s *Store) ListDeadLetters(ctx context.Context, f queen.DLQFilter) (queen.D
 	if f.Offset < 0 {
 		return queen.DLQPage{}, queen.Invalid("offset", "must not be negative")
 	}
-	var out queen.DLQPage
+	var out struct {
+		Total    int64              `json:"total"`
+		Messages []sealedDeadLetter `json:"messages"`
+	}
 	err := s.call(ctx, "list dead letters", sqlDLQList, &out, nullable(f.Queue), nullable(f.ConsumerGroup),
 		nullable(f.Partition), nullTime(f.From), nullTime(f.To), f.Limit, f.Offset)
-	return out, err
+	if err != nil {
+		return queen.DLQPage{}, err
+	}
+	msgs, err := s.openDeadLetters(ctx, out.Messages)
+	return queen.DLQPage{Total: out.Total, Messages: msgs}, err
 }
 
 // DeadLetters implements queen.Store.
@@ -543,14 +594,14 @@ func (s *Store) DeadLetters(ctx context.Context, partitionID, transactionID stri
 	if !queen.IsUUID(partitionID) {
 		return nil, queen.Invalid("partitionId", "must be a UUID")
 	}
-	var out []queen.DeadLetter
+	var out []sealedDeadLetter
 	if err := s.call(ctx, "get dead letter", sqlDLQGet, &out, partitionID, transactionID); err != nil {
 		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, queen.Errorf(queen.ErrNotFound, "no dead letter for %s/%s", partitionID, transactionID)
 	}
-	return out, nil
+	return s.openDeadLetters(ctx, out)
 }
 
 // RetryDeadLetter implements queen.Store.
@@ -690,9 +741,25 @@ func (s *Store) Browse(ctx context.Context, req queen.BrowseRequest) ([]queen.Br
 	if req.FromOffset < 0 {
 		return nil, queen.Invalid("fromOffset", "must not be negative")
 	}
-	var out []queen.BrowsedMessage
-	err := s.call(ctx, "browse", sqlBrowse, &out, req.Queue, nullable(req.Partition), req.FromOffset, req.Limit, s.now())
-	return out, err
+	var rows []struct {
+		queen.BrowsedMessage
+		KeyID string `json:"keyId"`
+	}
+	if err := s.call(ctx, "browse", sqlBrowse, &rows, req.Queue, nullable(req.Partition), req.FromOffset, req.Limit, s.now()); err != nil {
+		return nil, err
+	}
+	out := make([]queen.BrowsedMessage, len(rows))
+	for i, r := range rows {
+		out[i] = r.BrowsedMessage
+		if r.KeyID != "" {
+			plain, err := s.openPayload(ctx, r.KeyID, r.Data, r.Queue, r.Partition)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Data = plain
+		}
+	}
+	return out, nil
 }
 
 // DefaultReapLimit bounds the rows of each kind one reaper pass touches.

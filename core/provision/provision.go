@@ -13,20 +13,19 @@ package provision
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/cfn"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/dbconn"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/core/secrets"
 )
 
 // PhysicalResourceID identifies the schema as a CloudFormation resource. It
@@ -149,33 +148,11 @@ type masterSecret struct {
 	DBName   string          `json:"dbname"`
 }
 
-// SecretReader reads a secret's string value.
-type SecretReader func(ctx context.Context, arn string) (string, error)
-
-// SecretsManagerReader reads secrets with the AWS SDK, its configuration
-// loaded by loadAWS (dbconn.LoadDefaultAWSConfig in production).
-func SecretsManagerReader(loadAWS dbconn.AWSConfigLoader) SecretReader {
-	return func(ctx context.Context, arn string) (string, error) {
-		awsCfg, err := loadAWS(ctx)
-		if err != nil {
-			return "", fmt.Errorf("load AWS config: %w", err)
-		}
-		out, err := secretsmanager.NewFromConfig(awsCfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
-		if err != nil {
-			return "", err
-		}
-		if out.SecretString == nil {
-			return "", errors.New("the secret has no string value")
-		}
-		return *out.SecretString, nil
-	}
-}
-
 // MasterConnector connects per cfg: to DATABASE_URL when set; otherwise as
 // the master user of the secret QUEEN_DB_SECRET_ARN, read with read, at
 // QUEEN_DB_HOST (else the secret's host), QUEEN_DB_PORT, QUEEN_DB_NAME (else
 // the secret's dbname, else "postgres") with QUEEN_DB_SSLMODE.
-func MasterConnector(cfg config.Config, read SecretReader) Connector {
+func MasterConnector(cfg config.Config, read secrets.Reader) Connector {
 	return func(ctx context.Context) (*pgx.Conn, error) {
 		if cfg.DatabaseURL != "" {
 			cc, err := dbconn.ConnConfig(cfg, "")

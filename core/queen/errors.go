@@ -21,6 +21,10 @@ var (
 	ErrUnavailable = errors.New("database unavailable")
 	// ErrMaintenance: pushes are paused (maintenance mode); retry later.
 	ErrMaintenance = errors.New("paused for maintenance")
+	// ErrKeyUnavailable: the queue's payloads are encrypted and this server
+	// lacks the key (none configured, or not the one that sealed them); an
+	// operator must supply it. Nothing was written or delivered.
+	ErrKeyUnavailable = errors.New("encryption key unavailable")
 )
 
 // FieldError is an ErrInvalid that names the offending field.

@@ -223,7 +223,8 @@ type QueueOptions struct {
 	MaxSize                   *int64 `json:"maxSize,omitempty"`
 	RetentionSeconds          *int   `json:"retentionSeconds,omitempty"`
 	CompletedRetentionSeconds *int   `json:"completedRetentionSeconds,omitempty"`
-	// EncryptionEnabled: only false is accepted for now (see Validate).
+	// EncryptionEnabled seals the queue's payloads with AES-256-GCM before
+	// they are stored (the server's key ring; see package crypt).
 	EncryptionEnabled *bool `json:"encryptionEnabled,omitempty"`
 	// Priority is accepted for client compatibility and has no effect: the
 	// model has no priorities.

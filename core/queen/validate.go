@@ -266,10 +266,6 @@ func (o QueueOptions) Validate() error {
 			return Invalid("options."+r.name, "must be between %d and %d", r.min, r.max)
 		}
 	}
-	if o.EncryptionEnabled != nil && *o.EncryptionEnabled {
-		return Invalid("options.encryptionEnabled", "per-queue payload encryption is not supported yet; "+
-			"data at rest is encrypted by the database's storage encryption (on AWS the stack encrypts RDS)")
-	}
 	if o.MaxSize != nil && *o.MaxSize < 0 {
 		return Invalid("options.maxSize", "must not be negative (0 = unlimited)")
 	}

@@ -11,12 +11,13 @@ import (
 	"github.com/queen-serverless/queen/core/dbconn"
 	"github.com/queen-serverless/queen/core/lambdafn"
 	"github.com/queen-serverless/queen/core/provision"
+	"github.com/queen-serverless/queen/core/secrets"
 )
 
 func main() {
 	fn := lambdafn.Init("migrate")
 	h := &provision.Handler{
-		Connect: provision.MasterConnector(fn.Config, provision.SecretsManagerReader(dbconn.LoadDefaultAWSConfig)),
+		Connect: provision.MasterConnector(fn.Config, secrets.SecretsManager(dbconn.LoadDefaultAWSConfig)),
 		AppRole: fn.Config.DBUser,
 		Logger:  fn.Logger,
 	}

@@ -5,7 +5,7 @@
 -- lease covers it; pending otherwise (also when no group subscribes).
 SELECT coalesce(json_agg(json_build_object(
            'id', queen.message_id(m.pid, m.off), 'transactionId', m.txid, 'partitionId', m.pid,
-           'partition', m.pname, 'queue', m.qname, 'offset', m.off, 'data', m.payload::json,
+           'partition', m.pname, 'queue', m.qname, 'offset', m.off, 'data', queen.payload_json(m.payload, m.key_id), 'keyId', m.key_id,
            'traceId', m.trace_id, 'producerSub', m.producer_sub, 'createdAt', m.created_at, 'retryCount', 0,
            'status', m.status, 'queueStatus', m.status,
            'busStatus', json_build_object('consumedBy', m.consumed_by, 'totalGroups', m.total))
@@ -24,6 +24,7 @@ FROM (
     FROM (
         SELECT p.id AS pid, p.name AS pname, x.name AS qname, sg.base_offset + u.ord - 1 AS off,
                u.txid, sg.payloads[u.ord] AS payload, sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub,
+               sg.key_id,
                g.total, (SELECT count(*) FROM unnest(g.positions) pos WHERE pos >= sg.base_offset + u.ord - 1) AS consumed_by
         FROM queen.queues x
         JOIN queen.partitions p ON p.queue_id = x.id

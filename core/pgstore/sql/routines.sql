@@ -36,6 +36,14 @@ RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT md5(p_pid::text || ':' || p_off::text)::uuid
 $$;
 
+-- payload_json renders a stored payload for a reply: plain JSON text as
+-- itself, a sealed payload (p_key set) as a JSON string of its base64 text,
+-- which the Go core opens.
+CREATE OR REPLACE FUNCTION queen.payload_json(p_payload text, p_key text)
+RETURNS json LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_key IS NULL THEN p_payload::json ELSE to_json(p_payload) END
+$$;
+
 -- The advisory key that serializes subscription creation (exclusive) with
 -- pushes (shared) on one queue name.
 CREATE OR REPLACE FUNCTION queen.queue_lock_key(p_queue text)
@@ -100,12 +108,14 @@ DECLARE
     v_ts      timestamptz;
     v_qn      text[];     -- distinct (queue, partition) pairs in lock order
     v_pn      text[];
+    v_plain   boolean[];  -- per pair: an item carries a plain payload
     v_pids    uuid[];
     v_queues  text[];
     v_missing boolean;
     v_capped  boolean;
     v_res     json;
     v_full    text;
+    v_sealme  text;
     n         int;
 BEGIN
     IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'push' AND enabled) THEN
@@ -117,11 +127,16 @@ BEGIN
     -- maxSize) a push is five statements: read the items, lock the queue
     -- names, look up the partitions, lock them, write.
 
+    -- An item is plain unless the Go core sealed it (keyId) or it re-pushes
+    -- a stored dead-letter snapshot as it was (snapshot).
     SELECT array_agg(u.qn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
            array_agg(u.pn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
+           array_agg(u.plain ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
            array_agg(DISTINCT u.qn COLLATE "C" ORDER BY u.qn COLLATE "C")
-    INTO v_qn, v_pn, v_queues
-    FROM (SELECT DISTINCT i->>'queue' AS qn, i->>'partition' AS pn FROM json_array_elements(p_items) i) u;
+    INTO v_qn, v_pn, v_plain, v_queues
+    FROM (SELECT i->>'queue' AS qn, i->>'partition' AS pn,
+                 bool_or(i->>'keyId' IS NULL AND i->>'snapshot' IS NULL) AS plain
+          FROM json_array_elements(p_items) i GROUP BY 1, 2) u;
 
     -- Shared against subscription creation and queue deletion (exclusive)
     -- on each queue name; taken before anything is looked up.
@@ -130,14 +145,16 @@ BEGIN
 
     -- Look the partitions up; create what is missing, then look again.
     FOR n IN 1 .. 2 LOOP
-        SELECT array_agg(l.pid ORDER BY l.o), bool_or(l.pid IS NULL), coalesce(bool_or(l.capped), false)
-        INTO v_pids, v_missing, v_capped
+        SELECT array_agg(l.pid ORDER BY l.o), bool_or(l.pid IS NULL), coalesce(bool_or(l.capped), false),
+               min(l.qn) FILTER (WHERE l.plain AND l.encrypted)
+        INTO v_pids, v_missing, v_capped, v_sealme
         FROM (
-            SELECT u.o,
+            SELECT u.o, u.qn, u.plain,
                    (SELECT p.id FROM queen.partitions p
                     WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) AS pid,
-                   (SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn) AS capped
-            FROM unnest(v_qn, v_pn) WITH ORDINALITY AS u(qn, pn, o)
+                   (SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn) AS capped,
+                   (SELECT x.encryption_enabled FROM queen.queues x WHERE x.name = u.qn) AS encrypted
+            FROM unnest(v_qn, v_pn, v_plain) WITH ORDINALITY AS u(qn, pn, plain, o)
         ) l;
         EXIT WHEN NOT v_missing;
 
@@ -154,6 +171,13 @@ BEGIN
                WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) IS NULL
         ON CONFLICT (queue_id, name) DO NOTHING;
     END LOOP;
+
+    -- An encrypted queue never stores a plain payload: the caller seals and
+    -- sends again (the queue name is the error's detail).
+    IF v_sealme IS NOT NULL THEN
+        RAISE EXCEPTION 'queue % is encrypted: its payloads must be sealed', v_sealme
+            USING ERRCODE = 'QNENC', DETAIL = v_sealme;
+    END IF;
 
     -- Capped queues: hold the queue row so the size check below is exact.
     IF v_capped THEN
@@ -173,8 +197,10 @@ BEGIN
 
     WITH items AS (
         SELECT (t.ord - 1)::int AS idx, t.i->>'queue' AS qname, t.i->>'partition' AS pname,
-               coalesce((t.i->'payload')::text, 'null') AS payload,
-               t.i->>'transactionId' AS txid, t.i->>'traceId' AS trace_id, t.i->>'producerSub' AS producer_sub
+               CASE WHEN t.i->>'keyId' IS NULL THEN coalesce((t.i->'payload')::text, 'null')
+                    ELSE t.i->>'payload' END AS payload,  -- sealed: the base64 text itself
+               t.i->>'transactionId' AS txid, t.i->>'traceId' AS trace_id, t.i->>'producerSub' AS producer_sub,
+               t.i->>'keyId' AS key_id
         FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
     ),
     parts AS (
@@ -215,13 +241,16 @@ BEGIN
         FROM r
     ),
     fresh AS (
-        SELECT pid, queue_id, idx, txid, payload, trace_id, producer_sub, ts, dedup_window, off FROM res WHERE fresh
+        SELECT pid, queue_id, idx, txid, payload, trace_id, producer_sub, key_id, ts, dedup_window, off
+        FROM res WHERE fresh
     ),
     seg AS (
-        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub)
+        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub,
+                                    key_id)
         SELECT pid, min(off), min(ts), array_agg(txid ORDER BY off), array_agg(payload ORDER BY off),
                CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END,
-               min(producer_sub)  -- one caller per request
+               min(producer_sub),  -- one caller per request
+               min(key_id)         -- one key per request
         FROM fresh GROUP BY pid
     ),
     upd AS (
@@ -297,11 +326,11 @@ RETURNS boolean LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn
 BEGIN
     INSERT INTO queen.dlq (queue_name, partition_name, partition_id, msg_offset, message_id,
                            transaction_id, payload, trace_id, consumer_group, error, attempts,
-                           created_at, failed_at)
+                           created_at, failed_at, key_id)
     SELECT x.name, p.name, p.id, p_off, queen.message_id(p.id, p_off),
            s.txids[p_off - s.base_offset + 1], s.payloads[p_off - s.base_offset + 1],
            s.trace_ids[p_off - s.base_offset + 1], p_group, p_error, p_attempts,
-           s.created_at, p_now
+           s.created_at, p_now, s.key_id  -- a sealed payload stays sealed
     FROM queen.segments s
     JOIN queen.partitions p ON p.id = s.partition_id
     JOIN queen.queues x ON x.id = p.queue_id
@@ -460,9 +489,13 @@ $fn$;
 -- status: 'claimed', 'consumed' (nothing left), 'busy' (leased or locked),
 -- 'waiting' (delayedProcessing / windowBuffer / retryDelay; not_before says
 -- when the partition can be deliverable at the earliest).
+-- p_keys: the references of the keys the caller holds; a sealed message
+-- under any other key aborts the pop before anything is leased.
+DROP FUNCTION IF EXISTS queen._claim(queen.queues, queen.subscriptions, uuid, text, text, int, uuid, boolean,
+                                     text, timestamptz);
 CREATE OR REPLACE FUNCTION queen._claim(q queen.queues, s queen.subscriptions, p_pid uuid,
                                          p_pname text, p_group text, p_budget int, p_lease uuid,
-                                         p_auto boolean, p_worker text, p_now timestamptz)
+                                         p_auto boolean, p_worker text, p_keys text[], p_now timestamptz)
 RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     cr     queen.consumers;
@@ -473,6 +506,7 @@ DECLARE
     v_from bigint;
     v_lim  int;
     v_end  bigint;
+    v_key  text;
 BEGIN
     r.n := 0;
     SELECT * INTO cr FROM queen.consumers
@@ -553,17 +587,18 @@ BEGIN
                'partition', p_pname,
                'queue', q.name,
                'offset', m.off,
-               'data', m.payload::json,
+               'data', queen.payload_json(m.payload, m.key_id),
+               'keyId', m.key_id,
                'traceId', m.trace_id,
                'producerSub', m.producer_sub,
                'createdAt', m.created_at,
                'retryCount', CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END)
              ORDER BY m.off),
-           count(*), max(m.off)
-    INTO r.msgs, r.n, v_end
+           count(*), max(m.off), min(m.key_id) FILTER (WHERE NOT (m.key_id = ANY (coalesce(p_keys, '{}'))))
+    INTO r.msgs, r.n, v_end, v_key
     FROM (
         SELECT sg.base_offset + u.ord - 1 AS off, u.txid, sg.payloads[u.ord] AS payload,
-               sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub
+               sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub, sg.key_id
         FROM queen.segments sg
         CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS u(txid, ord)
         WHERE sg.partition_id = p_pid
@@ -581,6 +616,12 @@ BEGIN
         SELECT created_at + make_interval(secs => q.delayed_processing) INTO r.not_before
         FROM queen.segments WHERE partition_id = p_pid AND base_offset = v_seg;
         RETURN r;
+    END IF;
+    IF v_key IS NOT NULL THEN
+        -- Nothing is leased or committed: the caller fetches the key and
+        -- pops again, or reports that it lacks it (the detail names it).
+        RAISE EXCEPTION 'queue %, partition %: messages are sealed with key %, which this server does not hold',
+            q.name, p_pname, v_key USING ERRCODE = 'QNKEY', DETAIL = v_key;
     END IF;
 
     IF p_auto THEN
@@ -602,7 +643,7 @@ $fn$;
 
 -- pop leases up to batch messages from one partition (or up to `partitions`
 -- partitions under one lease id, sharing the batch budget).
--- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker}
+-- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker, keys}
 CREATE OR REPLACE FUNCTION queen.pop(p_req json, p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
@@ -614,6 +655,7 @@ DECLARE
     v_maxp    int := coalesce((p_req->>'partitions')::int, 1);
     v_auto    boolean := coalesce((p_req->>'autoAck')::boolean, false);
     v_worker  text := p_req->>'worker';
+    v_keys    text[] := ARRAY(SELECT json_array_elements_text(p_req->'keys'));
     v_lease   uuid := gen_random_uuid();
     q         queen.queues;
     s         queen.subscriptions;
@@ -638,7 +680,7 @@ BEGIN
     IF v_part IS NOT NULL THEN
         SELECT id INTO v_pid FROM queen.partitions WHERE queue_id = q.id AND name = v_part;
         IF FOUND THEN
-            r := queen._claim(q, s, v_pid, v_part, v_group, v_batch, v_lease, v_auto, v_worker, v_now);
+            r := queen._claim(q, s, v_pid, v_part, v_group, v_batch, v_lease, v_auto, v_worker, v_keys, v_now);
             IF r.status = 'claimed' THEN
                 v_msgs := r.msgs;
                 v_got := r.n;
@@ -673,7 +715,7 @@ BEGIN
             EXIT WHEN NOT FOUND;
             v_seen := v_seen || v_pid;
             r := queen._claim(q, s, v_pid, v_pname, v_group, v_batch - v_got, v_lease, v_auto,
-                              v_worker, v_now);
+                              v_worker, v_keys, v_now);
             IF r.status <> 'waiting' THEN
                 v_scanned := v_scanned + 1;  -- a waiting row is passed over from now on
             END IF;
@@ -1203,6 +1245,12 @@ DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     q     queen.queues;
 BEGIN
+    IF p_opts->'encryptionEnabled' IS NOT NULL THEN
+        -- Exclusive against pushes (they hold it shared while they check
+        -- whether the queue takes sealed payloads only), so no push that
+        -- checked before this commits plain payloads after it.
+        PERFORM pg_advisory_xact_lock(queen.queue_lock_key(p_queue));
+    END IF;
     INSERT INTO queen.queues (name, created_at, updated_at)
     VALUES (p_queue, v_now, v_now)
     ON CONFLICT (name) DO NOTHING;
@@ -1257,9 +1305,12 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
+    -- The snapshot goes back as it was stored: a sealed one stays sealed
+    -- (it is bound to this queue and partition), a plain one stays plain.
     v_res := queen._push(json_build_array(json_build_object(
                  'queue', d.queue_name, 'partition', d.partition_name,
-                 'payload', d.payload::json, 'transactionId', p_new_txid, 'traceId', d.trace_id)),
+                 'payload', queen.payload_json(d.payload, d.key_id), 'keyId', d.key_id, 'snapshot', true,
+                 'transactionId', p_new_txid, 'traceId', d.trace_id)),
              p_now);
     RETURN v_res->0;
 END
