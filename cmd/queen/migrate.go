@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/queen-serverless/queen/core/pgstore"
 )
@@ -22,6 +23,11 @@ func migrate(ctx context.Context, args []string) error {
 	res, err := pgstore.MigrateURL(ctx, *url)
 	if err != nil {
 		return err
+	}
+	if len(res.Ahead) > 0 {
+		fmt.Printf("the database was migrated by a newer release (it has %s): nothing applied, routines left as they are\n",
+			strings.Join(res.Ahead, ", "))
+		return nil
 	}
 	if len(res.Applied) == 0 && !res.RoutinesReplaced {
 		fmt.Println("schema is up to date")

@@ -284,6 +284,9 @@ func migrateWith(ctx context.Context, cfg config.Config, log *slog.Logger) error
 	if len(res.Applied) > 0 || res.RoutinesReplaced {
 		log.Info("schema migrated", "applied", res.Applied, "routinesReplaced", res.RoutinesReplaced)
 	}
+	if len(res.Ahead) > 0 {
+		log.Warn("the database was migrated by a newer release: nothing applied, routines left as they are", "ahead", res.Ahead)
+	}
 	return nil
 }
 

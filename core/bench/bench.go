@@ -562,7 +562,7 @@ func (r *runner) popOneByOne(ctx context.Context, queue string, n int) ([]time.D
 		}
 		lat = append(lat, time.Since(t0))
 		if len(res.Messages) == 0 {
-			return nil, fmt.Errorf("S: pop %d of %d of %s found nothing while messages wait", i+1, n, queue)
+			return nil, fmt.Errorf("bench S: pop %d of %d of %s found nothing while messages wait", i+1, n, queue)
 		}
 		m := res.Messages[0]
 		if _, err := r.store.Ack(ctx, []queen.Ack{{PartitionID: m.PartitionID, TransactionID: m.TransactionID,

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -51,13 +52,30 @@ func Migrations() []Migration {
 type MigrateResult struct {
 	Applied          []string
 	RoutinesReplaced bool
+	// Ahead lists migrations the database has and this release does not:
+	// a newer release migrated it (this is a rollback). The routines were
+	// left as they are (see Migrate).
+	Ahead []string
 }
+
+// ErrMigrationChanged: a migration already applied to the database differs
+// from the one this release carries. Applied migrations never change; a
+// change is a new numbered migration.
+var ErrMigrationChanged = errors.New("an applied migration was changed")
 
 // Migrate brings the schema up to date in one transaction: it applies the
 // numbered migrations not yet recorded, then re-creates the routines when
 // their checksum changed. It is idempotent and safe when several processes
 // start at once (a transaction-level advisory lock serializes them), and it
 // uses no session state, so it works behind a transaction-pooling proxy.
+//
+// It first checks the migrations already applied against this release's:
+// one whose text changed fails the whole run with ErrMigrationChanged,
+// before anything is applied. When the database has migrations this
+// release lacks (a rollback to an older release), nothing is applied and
+// the routines are not replaced: the newer routines keep serving the older
+// release's calls, which they accept by the compatibility rule of
+// sql/routines.sql, while older routines might not match the newer schema.
 func Migrate(ctx context.Context, conn *pgx.Conn) (MigrateResult, error) {
 	var res MigrateResult
 	tx, err := conn.Begin(ctx)
@@ -94,8 +112,28 @@ func Migrate(ctx context.Context, conn *pgx.Conn) (MigrateResult, error) {
 		return res, err
 	}
 
+	known := map[string]bool{"routines": true}
+	var changed []string
 	for _, m := range Migrations() {
-		if _, ok := applied[m.Version]; ok {
+		known[m.Version] = true
+		if sum, ok := applied[m.Version]; ok && sum != checksum(m.SQL) {
+			changed = append(changed, m.Version)
+		}
+	}
+	if len(changed) > 0 {
+		return res, fmt.Errorf("migrate: %w: %s applied with other text than this release carries; "+
+			"applied migrations never change (add a new one); a local development database can be "+
+			"dropped and made anew", ErrMigrationChanged, strings.Join(changed, ", "))
+	}
+	for v := range applied {
+		if !known[v] {
+			res.Ahead = append(res.Ahead, v)
+		}
+	}
+	sort.Strings(res.Ahead)
+
+	for _, m := range Migrations() {
+		if _, ok := applied[m.Version]; ok || len(res.Ahead) > 0 {
 			continue
 		}
 		if err := execScript(ctx, tx, m.SQL); err != nil {
@@ -109,7 +147,7 @@ func Migrate(ctx context.Context, conn *pgx.Conn) (MigrateResult, error) {
 	}
 
 	sum := checksum(routinesSQL)
-	if applied["routines"] != sum {
+	if applied["routines"] != sum && len(res.Ahead) == 0 {
 		if err := execScript(ctx, tx, routinesSQL); err != nil {
 			return res, fmt.Errorf("migrate: routines: %w", err)
 		}

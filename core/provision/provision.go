@@ -250,6 +250,10 @@ func (h *Handler) Invoke(ctx context.Context, raw json.RawMessage) (Response, er
 	}
 	log.InfoContext(ctx, "provisioned", "applied", res.Applied, "routinesReplaced", res.RoutinesReplaced,
 		"role", res.Role, "roleCreated", res.RoleCreated, "rdsIam", res.RDSIAM)
+	if len(res.Ahead) > 0 {
+		log.WarnContext(ctx, "the database was migrated by a newer release (a rollback): nothing applied, routines left as they are",
+			"ahead", res.Ahead)
+	}
 	return Response{PhysicalResourceID: PhysicalResourceID, Data: map[string]string{
 		"Applied":          strings.Join(res.Applied, ","),
 		"RoutinesReplaced": strconv.FormatBool(res.RoutinesReplaced),

@@ -1,0 +1,126 @@
+package pgstore_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// An applied migration whose text changed is refused before anything runs.
+func TestMigrateRefusesChangedMigration(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	if _, err := e.Pool.Exec(ctx, `UPDATE queen.schema_migrations SET checksum = 'edited' WHERE version = '0002_types';
+		UPDATE queen.schema_migrations SET checksum = 'old' WHERE version = 'routines'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pgstore.MigrateURL(ctx, e.URL)
+	if !errors.Is(err, pgstore.ErrMigrationChanged) || !strings.Contains(err.Error(), "0002_types") {
+		t.Fatalf("migrate over a changed migration: %v, want ErrMigrationChanged naming 0002_types", err)
+	}
+	if n := count(t, e, `SELECT count(*) FROM queen.schema_migrations WHERE version = 'routines' AND checksum = 'old'`); n != 1 {
+		t.Fatal("the refused run replaced the routines")
+	}
+}
+
+// A database migrated by a newer release (a rollback deploy runs the older
+// migrate) is left as it is: nothing applied, routines not downgraded, and
+// the run succeeds so the rollback completes.
+func TestMigrateLeavesNewerDatabaseAlone(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	if _, err := e.Pool.Exec(ctx, `INSERT INTO queen.schema_migrations (version, checksum) VALUES ('9999_future', 'x');
+		UPDATE queen.schema_migrations SET checksum = 'newer' WHERE version = 'routines';
+		DELETE FROM queen.schema_migrations WHERE version = '0008_encryption'`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pgstore.MigrateURL(ctx, e.URL)
+	if err != nil {
+		t.Fatalf("migrate a newer database: %v", err)
+	}
+	if !slices.Equal(res.Ahead, []string{"9999_future"}) || res.RoutinesReplaced || len(res.Applied) != 0 {
+		t.Fatalf("result %+v, want ahead [9999_future], nothing applied or replaced", res)
+	}
+	if n := count(t, e, `SELECT count(*) FROM queen.schema_migrations WHERE version = 'routines' AND checksum = 'newer'`); n != 1 {
+		t.Fatal("the newer routines were replaced")
+	}
+}
+
+// The compatibility rule of sql/routines.sql: a deploy replaces the
+// routines first and the function code after, so for a while the previous
+// release's code calls the new routines. They must accept its calls.
+// previousReleaseCalls are those calls, with the argument shapes of the
+// release before payload encryption (push items without keyId, pops
+// without keys); when a release changes a routine's contract, replace them
+// with the calls of the release before it.
+func TestPreviousReleaseCallsWork(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	// A populated database: queues, groups, cursors, a dead letter.
+	pushN(t, e, "orders", "eu", "o", 5)
+	pushN(t, e, "orders", "us", "u", 3)
+	p := pop(t, e, queen.PopRequest{Queue: "orders", Partition: "eu", Batch: 2, ConsumerGroup: "billing"})
+	mustAck(t, e, ack(p.Messages[0], "billing", p.LeaseID, queen.AckCompleted), ack(p.Messages[1], "billing", p.LeaseID, queen.AckDLQ))
+
+	now := pgstoretest.Epoch.Add(time.Minute)
+	call := func(sql string, args ...any) map[string]any {
+		t.Helper()
+		var raw []byte
+		if err := e.Pool.QueryRow(ctx, sql, args...).Scan(&raw); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		var out any
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatal(err)
+		}
+		if m, ok := out.(map[string]any); ok {
+			return m
+		}
+		return map[string]any{"array": out}
+	}
+
+	pushed := call(`SELECT queen.push($1::json, $2::timestamptz)`,
+		`[{"queue":"orders","partition":"eu","payload":{"n":99},"transactionId":"prev-1","traceId":"tr"},
+		  {"queue":"fresh","partition":"Default","payload":[1,2],"transactionId":"prev-2"}]`, now)["array"].([]any)
+	if len(pushed) != 2 || pushed[0].(map[string]any)["status"] != "queued" || pushed[0].(map[string]any)["offset"] != 5.0 {
+		t.Fatalf("previous release's push: %v", pushed)
+	}
+	popped := call(`SELECT queen.pop($1::json, $2::timestamptz)`,
+		`{"queue":"orders","partition":"eu","group":"billing","batch":10,"partitions":1,"autoAck":false,"mode":"all"}`, now)
+	msgs := popped["messages"].([]any)
+	if len(msgs) != 4 || msgs[3].(map[string]any)["transactionId"] != "prev-1" {
+		t.Fatalf("previous release's pop: %v", popped)
+	}
+	if d := msgs[3].(map[string]any)["data"].(map[string]any); d["n"] != 99.0 {
+		t.Fatalf("previous release's pop data: %v", d)
+	}
+	lease := popped["leaseId"].(string)
+	pid := msgs[0].(map[string]any)["partitionId"].(string)
+	acked := call(`SELECT queen.ack($1::json, $2::timestamptz)`,
+		`[{"partitionId":"`+pid+`","transactionId":"prev-1","status":"completed","group":"billing","leaseId":"`+lease+`"}]`, now)
+	if acked["ok"] != true {
+		t.Fatalf("previous release's ack: %v", acked)
+	}
+	tx := call(`SELECT queen.transact($1::json, $2::json, $3::uuid[], $4::timestamptz)`,
+		`[]`, `[{"queue":"results","partition":"Default","payload":{"done":true},"transactionId":"prev-3"}]`, []string{}, now)
+	if tx["ok"] != true {
+		t.Fatalf("previous release's transaction: %v", tx)
+	}
+	retried := call(`SELECT queen.dlq_retry($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz)`,
+		p.Messages[1].PartitionID, p.Messages[1].TransactionID, nil, "prev-4", now)
+	if retried["status"] != "queued" {
+		t.Fatalf("previous release's DLQ retry: %v", retried)
+	}
+	// What they wrote reads back through the current store.
+	res := pop(t, e, queen.PopRequest{Queue: "fresh", Batch: 10})
+	if len(res.Messages) != 1 || string(res.Messages[0].Data) != "[1, 2]" && string(res.Messages[0].Data) != "[1,2]" {
+		t.Fatalf("current pop of the previous release's push: %+v", res.Messages)
+	}
+}
