@@ -343,7 +343,7 @@ func isIdentifier(s string) bool {
 // PropsFromContext builds Props from CDK context values (strings from `-c`, or typed
 // values from cdk.json); lookup returns nil for an absent key. Unset keys keep their
 // zero value, so WithDefaults applies. It is the only place stack settings are parsed;
-// the keys are those read below, documented in infra/README-deploy.md.
+// the keys are those read below, documented in README.md (Deploying to AWS, Configuration).
 func PropsFromContext(lookup func(key string) any) (Props, error) {
 	var p Props
 	var errs []error
