@@ -16,8 +16,12 @@ help: ## show this help
 test: lint test-go test-infra ## run every test (starts its own Postgres unless DATABASE_URL is set)
 
 .PHONY: test-go
-test-go: ## Go tests of core, functions and cmd against real Postgres
-	$(GO) test -count=1 ./...
+test-go: ## Go tests of core, functions and cmd against real Postgres, with the race detector
+	$(GO) test -race -count=1 ./...
+
+.PHONY: test-short
+test-short: ## the quick lane (about a minute): smaller random runs, no benchmark smoke test, no infra
+	$(GO) test -short -count=1 ./...
 
 .PHONY: test-infra
 test-infra: ## the CDK stack's template assertions (infra/ is its own module)

@@ -19,6 +19,9 @@ func TestMain(m *testing.M) { pgstoretest.Main(m) }
 // A short run of the harness: every workload runs, reports a number and
 // lands in results.json and the chart. Speed is not asserted here.
 func TestHarnessSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the benchmark harness runs in the full lane (make test)")
+	}
 	e := pgstoretest.New(t)
 	dir := t.TempDir()
 	var out bytes.Buffer

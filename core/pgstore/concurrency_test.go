@@ -41,6 +41,7 @@ import (
 //     the DLQ holds exactly the messages that were dead-lettered, once each,
 //     with the expected attempt counts.
 func TestConcurrencyChecker(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewRealTime(t)
 	// The product's store on the database clock, with a logger that
 	// records the transient errors (deadlocks) it retries.
@@ -56,8 +57,14 @@ func TestConcurrencyChecker(t *testing.T) {
 		t.Fatalf("configure: %v", err)
 	}
 
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	// The seed drives the producers' and consumers' choices (goroutine
+	// scheduling still varies run to run). QUEEN_CHECK_SEED replays one.
+	seed := uint64(envInt(t, "QUEEN_CHECK_SEED", 1))
+	perProducer := ccPerProducer
+	if testing.Short() {
+		perProducer = 100 // the quick lane: 800 messages
+	}
+	t.Logf("seed %d (QUEEN_CHECK_SEED=%d to replay), %d messages", seed, seed, ccProducers*perProducer)
 	h := newCCHistory(t)
 
 	// Reaper: expires abandoned leases (counting the attempt) alongside the
@@ -117,7 +124,7 @@ func TestConcurrencyChecker(t *testing.T) {
 		producersWG.Add(1)
 		go func() {
 			defer producersWG.Done()
-			h.produce(ctx, e, i, rand.New(rand.NewPCG(seed, uint64(i))), &pstop)
+			h.produce(ctx, e, i, perProducer, rand.New(rand.NewPCG(seed, uint64(i))), &pstop)
 		}()
 	}
 	producersDone := make(chan struct{})
@@ -131,8 +138,8 @@ func TestConcurrencyChecker(t *testing.T) {
 	}
 	pushedIn := time.Since(start)
 	queued := h.queuedCount()
-	if queued != ccProducers*ccPerProducer {
-		t.Errorf("producers got %d messages queued, want %d; checking those", queued, ccProducers*ccPerProducer)
+	if queued != ccProducers*perProducer {
+		t.Errorf("producers got %d messages queued, want %d; checking those", queued, ccProducers*perProducer)
 	}
 	logRetries := sync.OnceFunc(func() {
 		if n, detail := retries.summary(); n > 0 {
@@ -421,13 +428,13 @@ type ccExpect struct {
 	txid string
 }
 
-func (h *ccHistory) produce(ctx context.Context, e *pgstoretest.Env, prod int, rng *rand.Rand, stop *atomic.Bool) {
+func (h *ccHistory) produce(ctx context.Context, e *pgstoretest.Env, prod, perProducer int, rng *rand.Rand, stop *atomic.Bool) {
 	var mine []*ccPushed
 	lastOff := map[string]int64{} // per partition: the highest offset this producer got
 	seq := 0
-	for seq < ccPerProducer && ctx.Err() == nil && !stop.Load() {
+	for seq < perProducer && ctx.Err() == nil && !stop.Load() {
 		size := 1 + rng.IntN(20)
-		size = min(size, ccPerProducer-seq)
+		size = min(size, perProducer-seq)
 		var exp []ccExpect
 		for k := 0; k < size; k++ {
 			part := fmt.Sprintf("part-%02d", rng.IntN(ccPartitions))

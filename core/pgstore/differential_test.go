@@ -34,11 +34,16 @@ import (
 // DLQ. On a mismatch it prints the seed and a shortened operation list that
 // still fails.
 //
-// QUEEN_MODEL_SEQUENCES (default 70) and QUEEN_MODEL_SEED (default 1, the
+// QUEEN_MODEL_SEQUENCES (default 70, 12 with -short) and QUEEN_MODEL_SEED (default 1, the
 // first sequence's seed) choose the sequences; `make check-model` runs
 // thousands from a fresh seed.
 func TestDifferential(t *testing.T) {
-	sequences := envInt(t, "QUEEN_MODEL_SEQUENCES", 70)
+	t.Parallel()
+	defSequences := 70
+	if testing.Short() {
+		defSequences = 12 // the quick lane: fewer sequences, no path-coverage requirement
+	}
+	sequences := envInt(t, "QUEEN_MODEL_SEQUENCES", defSequences)
 	first := uint64(envInt(t, "QUEEN_MODEL_SEED", 1))
 	steps := envInt(t, "QUEEN_MODEL_STEPS", 80)
 	t.Logf("differential: %d sequences of %d steps, seeds %d..%d (QUEEN_MODEL_SEED=%d QUEEN_MODEL_SEQUENCES=%d to replay)",
