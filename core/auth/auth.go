@@ -22,27 +22,30 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/queen-serverless/queen/core/routes"
 )
 
-// Role is what a token may do.
-type Role string
+// Role is what a token may do (the route table's roles).
+type Role = routes.Role
 
 // The roles.
 const (
-	ReadOnly Role = "read-only"
-	Produce  Role = "produce"
-	Consume  Role = "consume"
-	Admin    Role = "admin"
+	ReadOnly = routes.ReadOnly
+	Produce  = routes.Produce
+	Consume  = routes.Consume
+	Admin    = routes.Admin
 )
 
 // ScopePrefix prefixes roles in the scope claim ("queen/consume").
-const ScopePrefix = "queen/"
+const ScopePrefix = routes.ScopePrefix
 
 // Config says how tokens are verified: exactly one of Secret and JWKSURL.
 type Config struct {
@@ -96,34 +99,30 @@ func New(ctx context.Context, c Config) (*Authenticator, error) {
 	return a, nil
 }
 
-// Required returns the roles a route needs (all of them); nil means public.
+// tableMux finds a request's route in the route table.
+var tableMux = func() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, r := range routes.Table {
+		mux.Handle(r.Pattern(), http.NotFoundHandler())
+	}
+	return mux
+}()
+
+// Required returns the roles a request's route needs (all of them), from
+// the route table; nil means public. A request no route matches (it will
+// be a 404 or 405) needs read-only for GET and HEAD, admin otherwise.
 func Required(method, path string) []Role {
-	switch {
-	case path == "/health":
-		return nil
-	case method == http.MethodPost && path == "/api/v1/push":
-		return []Role{Produce}
-	case method == http.MethodPost && path == "/api/v1/transaction":
-		return []Role{Consume, Produce}
-	case method == http.MethodGet && strings.HasPrefix(path, "/api/v1/pop/"),
-		method == http.MethodPost && strings.HasPrefix(path, "/api/v1/lease/"),
-		method == http.MethodPost && (path == "/api/v1/ack" || path == "/api/v1/ack/batch"):
-		return []Role{Consume}
-	case method == http.MethodGet || method == http.MethodHead:
+	_, pattern := tableMux.Handler(&http.Request{Method: method, URL: &url.URL{Path: path}, Host: "local"})
+	if r, ok := routes.ByPattern(pattern); ok {
+		if r.Public {
+			return nil
+		}
+		return r.Roles
+	}
+	if method == http.MethodGet || method == http.MethodHead {
 		return []Role{ReadOnly}
 	}
 	return []Role{Admin}
-}
-
-// grants reports whether having role allows what need allows.
-func grants(have, need Role) bool {
-	switch {
-	case have == Admin, have == need:
-		return true
-	case need == ReadOnly:
-		return have == Consume // a producer cannot read (Queen's write-only)
-	}
-	return false
 }
 
 type subjectKey struct{}
@@ -185,7 +184,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		have := c.roles()
 		for _, n := range need {
-			if !slices.ContainsFunc(have, func(h Role) bool { return grants(h, n) }) {
+			if !slices.ContainsFunc(have, func(h Role) bool { return h.Grants(n) }) {
 				deny(w, http.StatusForbidden, fmt.Sprintf("insufficient role: %s %s needs %s", r.Method, r.URL.Path, roleList(need)))
 				return
 			}

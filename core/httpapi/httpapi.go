@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/core/routes"
 )
 
 // Defaults of Config.
@@ -36,13 +38,14 @@ const (
 // Group names a set of routes; each Lambda function serves some groups.
 type Group string
 
-// Route groups, by function.
+// Route groups: a function's routes in the route table, and the two that
+// are not a function's.
 const (
-	GroupPush    Group = "push"
-	GroupPop     Group = "pop"
-	GroupAck     Group = "ack"
-	GroupDLQ     Group = "dlq"
-	GroupAdmin   Group = "admin"
+	GroupPush    Group = routes.FnPush
+	GroupPop     Group = routes.FnPop
+	GroupAck     Group = routes.FnAck
+	GroupDLQ     Group = routes.FnDLQ
+	GroupAdmin   Group = routes.FnAdmin
 	GroupHealth  Group = "health"
 	GroupMetrics Group = "metrics"
 )
@@ -99,11 +102,77 @@ type API struct {
 	cfg    Config
 	wakeMu sync.Mutex
 	wake   map[string]chan struct{}
+
+	handlers map[string]func(http.ResponseWriter, *http.Request) error // by route pattern
 }
 
 // New returns an API over store.
 func New(store queen.Store, cfg Config) *API {
-	return &API{store: store, cfg: cfg.WithDefaults(), wake: map[string]chan struct{}{}}
+	a := &API{store: store, cfg: cfg.WithDefaults(), wake: map[string]chan struct{}{}}
+	a.handlers = a.routeHandlers()
+	return a
+}
+
+// unserved lists the routes of table without a handler in h and the
+// handlers of h without a route in table (the metrics route, served by
+// Config.Metrics, excepted).
+func unserved(table []routes.Route, h map[string]func(http.ResponseWriter, *http.Request) error) []string {
+	var bad []string
+	inTable := map[string]bool{}
+	for _, rt := range table {
+		if rt.Function == "" {
+			continue
+		}
+		inTable[rt.Pattern()] = true
+		if h[rt.Pattern()] == nil {
+			bad = append(bad, "no handler for "+rt.Pattern())
+		}
+	}
+	for p := range h {
+		if !inTable[p] {
+			bad = append(bad, "no route for the handler of "+p)
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// routeHandlers maps each route of the route table (core/routes) to its
+// handler. A route without a handler, or a handler without a route, is a
+// programming error found by every test that builds an API.
+func (a *API) routeHandlers() map[string]func(http.ResponseWriter, *http.Request) error {
+	h := map[string]func(http.ResponseWriter, *http.Request) error{
+		"POST /api/v1/push":                                         a.push,
+		"GET /api/v1/pop/queue/{queue}":                             a.pop,
+		"GET /api/v1/pop/queue/{queue}/partition/{partition}":       a.pop,
+		"POST /api/v1/lease/{leaseId}/extend":                       a.extendLease,
+		"POST /api/v1/ack":                                          a.ack,
+		"POST /api/v1/ack/batch":                                    a.ackBatch,
+		"POST /api/v1/transaction":                                  a.transaction,
+		"GET /api/v1/dlq":                                           a.listDLQ,
+		"GET /api/v1/messages/{partitionId}/{transactionId}":        a.getDeadLetter,
+		"DELETE /api/v1/messages/{partitionId}/{transactionId}":     a.deleteDeadLetter,
+		"POST /api/v1/messages/{partitionId}/{transactionId}/retry": a.retryDeadLetter,
+		"POST /api/v1/configure":                                    a.configure,
+		"GET /api/v1/resources/queues":                              a.listQueues,
+		"GET /api/v1/resources/queues/{queue}":                      a.getQueue,
+		"DELETE /api/v1/resources/queues/{queue}":                   a.deleteQueue,
+		"GET /api/v1/consumer-groups":                               a.listGroups,
+		"GET /api/v1/consumer-groups/{group}":                       a.getGroup,
+		"DELETE /api/v1/consumer-groups/{group}":                    a.deleteGroup,
+		"DELETE /api/v1/consumer-groups/{group}/queues/{queue}":     a.deleteGroup,
+		"POST /api/v1/consumer-groups/{group}/queues/{queue}/seek":  a.seek,
+		"GET /api/v1/messages":                                      a.browse,
+		"GET /api/v1/system/maintenance":                            a.getMaintenance(queen.MaintainPush),
+		"POST /api/v1/system/maintenance":                           a.setMaintenance(queen.MaintainPush),
+		"GET /api/v1/system/maintenance/pop":                        a.getMaintenance(queen.MaintainPop),
+		"POST /api/v1/system/maintenance/pop":                       a.setMaintenance(queen.MaintainPop),
+		"GET /health":                                               a.health,
+	}
+	if bad := unserved(routes.Table, h); len(bad) > 0 {
+		panic("httpapi: the route table (core/routes) and the handlers differ: " + strings.Join(bad, "; "))
+	}
+	return h
 }
 
 // Handler returns an http.Handler serving the given route groups.
@@ -113,39 +182,15 @@ func (a *API) Handler(groups ...Group) http.Handler {
 	for _, g := range groups {
 		has[g] = true
 	}
-	handle := func(g Group, pattern, op string, h func(http.ResponseWriter, *http.Request) error) {
-		if has[g] {
-			mux.Handle(pattern, a.wrap(op, h))
+	for _, rt := range routes.Table {
+		switch {
+		case rt.Function == "": // local only: metrics
+			if has[GroupMetrics] && a.cfg.Metrics != nil {
+				mux.Handle(rt.Pattern(), a.cfg.Metrics.Handler(a.store, a.cfg.Logger))
+			}
+		case has[Group(rt.Function)], rt.EveryFunction && has[GroupHealth]:
+			mux.Handle(rt.Pattern(), a.wrap(rt.Op, a.handlers[rt.Pattern()]))
 		}
-	}
-	handle(GroupPush, "POST /api/v1/push", "push", a.push)
-	handle(GroupPop, "GET /api/v1/pop/queue/{queue}", "pop", a.pop)
-	handle(GroupPop, "GET /api/v1/pop/queue/{queue}/partition/{partition}", "pop", a.pop)
-	handle(GroupPop, "POST /api/v1/lease/{leaseId}/extend", "extend", a.extendLease)
-	handle(GroupAck, "POST /api/v1/ack", "ack", a.ack)
-	handle(GroupAck, "POST /api/v1/ack/batch", "ack_batch", a.ackBatch)
-	handle(GroupAck, "POST /api/v1/transaction", "transaction", a.transaction)
-	handle(GroupDLQ, "GET /api/v1/dlq", "dlq_list", a.listDLQ)
-	handle(GroupDLQ, "GET /api/v1/messages/{partitionId}/{transactionId}", "dlq_get", a.getDeadLetter)
-	handle(GroupDLQ, "DELETE /api/v1/messages/{partitionId}/{transactionId}", "dlq_delete", a.deleteDeadLetter)
-	handle(GroupDLQ, "POST /api/v1/messages/{partitionId}/{transactionId}/retry", "dlq_retry", a.retryDeadLetter)
-	handle(GroupAdmin, "POST /api/v1/configure", "configure", a.configure)
-	handle(GroupAdmin, "GET /api/v1/resources/queues", "queues", a.listQueues)
-	handle(GroupAdmin, "GET /api/v1/resources/queues/{queue}", "queue", a.getQueue)
-	handle(GroupAdmin, "DELETE /api/v1/resources/queues/{queue}", "queue_delete", a.deleteQueue)
-	handle(GroupAdmin, "GET /api/v1/consumer-groups", "groups", a.listGroups)
-	handle(GroupAdmin, "GET /api/v1/consumer-groups/{group}", "group", a.getGroup)
-	handle(GroupAdmin, "DELETE /api/v1/consumer-groups/{group}", "group_delete", a.deleteGroup)
-	handle(GroupAdmin, "DELETE /api/v1/consumer-groups/{group}/queues/{queue}", "group_delete", a.deleteGroup)
-	handle(GroupAdmin, "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek", "seek", a.seek)
-	handle(GroupAdmin, "GET /api/v1/messages", "browse", a.browse)
-	handle(GroupAdmin, "GET /api/v1/system/maintenance", "maintenance", a.getMaintenance(queen.MaintainPush))
-	handle(GroupAdmin, "POST /api/v1/system/maintenance", "maintenance_set", a.setMaintenance(queen.MaintainPush))
-	handle(GroupAdmin, "GET /api/v1/system/maintenance/pop", "maintenance", a.getMaintenance(queen.MaintainPop))
-	handle(GroupAdmin, "POST /api/v1/system/maintenance/pop", "maintenance_set", a.setMaintenance(queen.MaintainPop))
-	handle(GroupHealth, "GET /health", "health", a.health)
-	if has[GroupMetrics] && a.cfg.Metrics != nil {
-		mux.Handle("GET /metrics/prometheus", a.cfg.Metrics.Handler(a.store, a.cfg.Logger))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	routetable "github.com/queen-serverless/queen/core/routes"
 )
 
 // wantRoutes is SPEC §4 as agreed with the functions, written out independently of
@@ -45,6 +47,34 @@ var wantRoutes = map[string]string{
 	"GET /api/v1/system/maintenance/pop":                       "admin",
 	"POST /api/v1/system/maintenance/pop":                      "admin",
 	"GET /health":                                              "admin",
+}
+
+// The stack routes exactly the routes of the handlers' route table
+// (core/routes) that a function serves: a route the handlers serve and the
+// stack lacks (or back) fails here.
+func TestRoutesAreTheRouteTable(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		want := map[string]bool{}
+		for _, r := range routetable.Table {
+			if r.Function != "" {
+				want[r.Pattern()] = true
+			}
+		}
+		got := map[string]bool{}
+		for _, r := range s.resources("AWS::ApiGatewayV2::Route") {
+			got[props(r)["RouteKey"].(string)] = true
+		}
+		for k := range want {
+			if !got[k] {
+				t.Errorf("the handlers serve %q, the stack does not route it", k)
+			}
+		}
+		for k := range got {
+			if !want[k] {
+				t.Errorf("the stack routes %q, which no handler serves", k)
+			}
+		}
+	})
 }
 
 func TestEveryRouteWiredToItsFunction(t *testing.T) {
