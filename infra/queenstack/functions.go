@@ -13,28 +13,31 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/queen-serverless/queen/core/config"
 )
 
-// Environment variable names the functions read. None of them ever holds a secret.
+// Environment variable names the functions read: core/config's, the one
+// place each is written down. None of them ever holds a secret.
 const (
-	EnvDBHost              = "QUEEN_DB_HOST"
-	EnvDBPort              = "QUEEN_DB_PORT"
-	EnvDBName              = "QUEEN_DB_NAME"
-	EnvDBUser              = "QUEEN_DB_USER"
-	EnvDBIAMAuth           = "QUEEN_DB_IAM_AUTH"
-	EnvDBSSLMode           = "QUEEN_DB_SSLMODE"
-	EnvDBSecretARN         = "QUEEN_DB_SECRET_ARN"
-	EnvMaxWaitMS           = "QUEEN_MAX_WAIT_MS"
-	EnvLogLevel            = "QUEEN_LOG_LEVEL"
-	EnvDefaultQueue        = "QUEEN_DEFAULT_QUEUE"
-	EnvDefaultPartition    = "QUEEN_DEFAULT_PARTITION"
-	EnvEventPartitionField = "QUEEN_EVENT_PARTITION_FIELD"
+	EnvDBHost              = config.EnvDBHost
+	EnvDBPort              = config.EnvDBPort
+	EnvDBName              = config.EnvDBName
+	EnvDBUser              = config.EnvDBUser
+	EnvDBIAMAuth           = config.EnvDBIAMAuth
+	EnvDBSSLMode           = config.EnvDBSSLMode
+	EnvDBSecretARN         = config.EnvDBSecretARN
+	EnvMaxWaitMS           = config.EnvMaxWaitMS
+	EnvLogLevel            = config.EnvLogLevel
+	EnvDefaultQueue        = config.EnvDefaultQueue
+	EnvDefaultPartition    = config.EnvDefaultPartition
+	EnvEventPartitionField = config.EnvEventPartitionField
 
 	// EnvEncryptionKeySecretARN is the ARN (never the value) of the payload key ring
 	// secret, which PayloadFunctions read with GetSecretValue the first time an
 	// encrypted queue needs it. Locally the ring itself comes from
 	// QUEEN_ENCRYPTION_KEY, which no function here ever gets.
-	EnvEncryptionKeySecretARN = "QUEEN_ENCRYPTION_KEY_SECRET_ARN"
+	EnvEncryptionKeySecretARN = config.EnvEncryptionKeySecret
 )
 
 var functionDescriptions = map[string]string{

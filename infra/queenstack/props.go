@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/queen-serverless/queen/core/config"
 )
 
 // Engine selects the PostgreSQL flavour behind the RDS Proxy.
@@ -55,7 +57,7 @@ const (
 	DefaultPopTimeoutSec          = 29
 	DefaultReaperTimeoutSec       = 55
 	DefaultMigrateTimeoutSec      = 300
-	DefaultMaxWaitMS              = 20000
+	DefaultMaxWaitMS              = 20000 // config.DefaultMaxWaitLambda; a test holds them equal
 	DefaultLogLevel               = "info"
 	DefaultLogRetentionDays       = 30
 	DefaultAuthorizer             = AuthorizerIAM
@@ -64,12 +66,12 @@ const (
 	DefaultReaperRateMinutes      = 1
 	DefaultIngestQueue            = true
 	DefaultEventQueue             = "events"
-	DefaultEventPartition         = "Default"
+	DefaultEventPartition         = config.DefaultPartition
 	DefaultIngestBatchSize        = 10
 	DefaultIngestMaxReceiveCount  = 5
 	DefaultRemovalPolicy          = awscdk.RemovalPolicy_SNAPSHOT
 	DefaultGroupLagThreshold      = 10000
-	DefaultDBPort                 = 5432
+	DefaultDBPort                 = config.DefaultDBPort
 	// APIGatewayTimeoutSec is the hard limit of an HTTP API integration.
 	APIGatewayTimeoutSec = 30
 )

@@ -3,8 +3,11 @@ package queenstack
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+
+	"github.com/queen-serverless/queen/core/config"
 )
 
 func TestWithDefaults(t *testing.T) {
@@ -79,5 +82,12 @@ func TestPropsFromContext(t *testing.T) {
 	empty, err := PropsFromContext(func(string) any { return nil })
 	if err != nil || empty.IngestQueue != nil || empty.Engine != "" {
 		t.Errorf("no context: %+v, %v", empty, err)
+	}
+}
+
+// The stack's defaults that the functions also know are the functions'.
+func TestDefaultsAreTheFunctions(t *testing.T) {
+	if DefaultMaxWaitMS != float64(config.DefaultMaxWaitLambda/time.Millisecond) {
+		t.Errorf("DefaultMaxWaitMS %v, the functions' default %v", DefaultMaxWaitMS, config.DefaultMaxWaitLambda)
 	}
 }
