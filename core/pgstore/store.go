@@ -152,6 +152,11 @@ func (s *Store) call(ctx context.Context, op, sql string, out any, args ...any) 
 				if jerr := json.Unmarshal(raw, o); jerr != nil {
 					return fmt.Errorf("%s: decode result: %w", op, jerr)
 				}
+				if contractCheck != nil {
+					if cerr := contractCheck(raw, o); cerr != nil {
+						return fmt.Errorf("%s: reply does not match its Go type: %w", op, cerr)
+					}
+				}
 			}
 		}
 		if err == nil {
@@ -266,8 +271,8 @@ type popArg struct {
 
 // popReply is what the pop routine returns.
 type popReply struct {
-	LeaseID        string          `json:"leaseId"`
-	LeaseExpiresAt *time.Time      `json:"leaseExpiresAt"`
+	LeaseID        string          `json:"leaseId,omitempty"` // absent when pops are paused or the queue is unknown
+	LeaseExpiresAt *time.Time      `json:"leaseExpiresAt,omitempty"`
 	Messages       []sealedMessage `json:"messages"`
 }
 
@@ -318,30 +323,22 @@ func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult,
 		ConsumerGroup: req.ConsumerGroup, Messages: msgs}, nil
 }
 
-type ackReply struct {
-	OK      bool               `json:"ok"`
-	Code    string             `json:"code"`
-	Error   string             `json:"error"`
-	Results []queen.AckResult  `json:"results"`
-	Ack     []queen.AckResult  `json:"ack"`
-	Push    []queen.PushResult `json:"push"`
-}
-
 // Ack implements queen.Store.
 func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, error) {
 	acks, err := queen.NormalizeAcks(acks)
 	if err != nil {
 		return nil, err
 	}
-	arg, _ := jsonArg(acks)
+	arg, _ := jsonArg(ackArgs(acks))
 	var out ackReply
 	if err := s.call(ctx, "ack", sqlAck, &out, arg, s.now()); err != nil {
 		return nil, err
 	}
+	results := ackResults(out.Results)
 	if !out.OK {
-		return out.Results, ackError(out.Results)
+		return results, ackError(results)
 	}
-	return out.Results, nil
+	return results, nil
 }
 
 // ackError is the error of a rejected ack call: the first rejected item's.
@@ -386,7 +383,7 @@ func (s *Store) Transaction(ctx context.Context, req queen.TransactionRequest) (
 		}
 		leases = append(leases, l)
 	}
-	ackArg, _ := jsonArg(acks)
+	ackArg, _ := jsonArg(ackArgs(acks))
 	var out ackReply
 	err = s.sealedCall(ctx, pushes, func(args []pushArg) error {
 		pushArg, _ := jsonArg(args)
@@ -395,13 +392,22 @@ func (s *Store) Transaction(ctx context.Context, req queen.TransactionRequest) (
 	if err != nil {
 		return queen.TransactionResult{}, err
 	}
+	acks = nil
+	results := ackResults(out.Ack)
 	if !out.OK {
 		if out.Error != "" {
-			return queen.TransactionResult{Acks: out.Ack}, queen.Errorf(queen.ErrConflict, "%s", out.Error)
+			return queen.TransactionResult{Acks: results}, queen.Errorf(queen.ErrConflict, "%s", out.Error)
 		}
-		return queen.TransactionResult{Acks: out.Ack}, ackError(out.Ack)
+		return queen.TransactionResult{Acks: results}, ackError(results)
 	}
-	return queen.TransactionResult{Acks: out.Ack, Pushes: out.Push}, nil
+	if results == nil {
+		results = []queen.AckResult{}
+	}
+	pushed := out.Push
+	if pushed == nil {
+		pushed = []queen.PushResult{}
+	}
+	return queen.TransactionResult{Acks: results, Pushes: pushed}, nil
 }
 
 // ExtendLease implements queen.Store.
@@ -414,7 +420,7 @@ func (s *Store) ExtendLease(ctx context.Context, leaseID string, seconds int) (t
 	}
 	var out struct {
 		Status    string    `json:"status"`
-		ExpiresAt time.Time `json:"expiresAt"`
+		ExpiresAt time.Time `json:"expiresAt,omitempty"` // when status is ok
 	}
 	if err := s.call(ctx, "extend lease", sqlExtendLease, &out, leaseID, seconds, s.now()); err != nil {
 		return time.Time{}, err
@@ -430,6 +436,7 @@ func (s *Store) ExtendLease(ctx context.Context, leaseID string, seconds int) (t
 
 // queueRow is a queues row as row_to_json renders it.
 type queueRow struct {
+	ID                        int64     `json:"id"`
 	Name                      string    `json:"name"`
 	Namespace                 *string   `json:"namespace"`
 	Task                      *string   `json:"task"`
@@ -493,7 +500,7 @@ func (s *Store) Configure(ctx context.Context, req queen.ConfigureRequest) (quee
 			return queen.Queue{}, fmt.Errorf("options.encryptionEnabled: %w", err)
 		}
 	}
-	opts, _ := jsonArg(norm)
+	opts, _ := jsonArg(optionsArgOf(norm))
 	var row queueRow
 	if err := s.call(ctx, "configure", sqlConfigure, &row, req.Queue, nullable(req.Namespace),
 		nullable(req.Task), opts, s.now()); err != nil {
@@ -512,18 +519,11 @@ func (s *Store) Seek(ctx context.Context, group, queue string, t queen.SeekTarge
 		return nil, err
 	}
 	n := 0
-	target := map[string]any{}
-	if t.ToEnd {
-		n++
-		target["toEnd"] = true
-	}
-	if t.ToBeginning {
-		n++
-		target["toBeginning"] = true
-	}
-	if t.Timestamp != nil {
-		n++
-		target["timestamp"] = t.Timestamp
+	target := seekArg{ToEnd: t.ToEnd, ToBeginning: t.ToBeginning, Timestamp: t.Timestamp}
+	for _, set := range []bool{t.ToEnd, t.ToBeginning, t.Timestamp != nil} {
+		if set {
+			n++
+		}
 	}
 	if t.Offsets != nil {
 		n++
@@ -535,7 +535,7 @@ func (s *Store) Seek(ctx context.Context, group, queue string, t queen.SeekTarge
 				return nil, queen.Invalid("offsets."+p, "must not be negative")
 			}
 		}
-		target["offsets"] = t.Offsets
+		target.Offsets = t.Offsets
 	}
 	if n != 1 {
 		return nil, queen.Invalid("target", "give exactly one of toEnd, toBeginning, timestamp, offsets")
@@ -543,8 +543,8 @@ func (s *Store) Seek(ctx context.Context, group, queue string, t queen.SeekTarge
 	arg, _ := jsonArg(target)
 	var out struct {
 		Status     string             `json:"status"`
-		Partition  string             `json:"partition"`
-		Partitions []queen.SeekResult `json:"partitions"`
+		Partition  string             `json:"partition,omitempty"`  // partition_not_found
+		Partitions []queen.SeekResult `json:"partitions,omitempty"` // ok
 	}
 	if err := s.call(ctx, "seek", sqlSeek, &out, group, queue, arg, s.now()); err != nil {
 		return nil, err
