@@ -207,9 +207,8 @@ func (a *API) pop(w http.ResponseWriter, r *http.Request) error {
 	if req.Mode, req.From, err = queen.ParseSubscription(first(q, "subscriptionMode"), first(q, "subscriptionFrom")); err != nil {
 		return err
 	}
-	if req, err = queen.NormalizePop(req); err != nil {
-		return err
-	}
+	// The store validates the request (the domain's rules, one place);
+	// a long poll's first pop does so before it waits.
 	var res queen.PopResult
 	if wait {
 		res, err = a.popWait(r, req, timeout)

@@ -193,3 +193,23 @@ func TestCheckKeysFindsDrift(t *testing.T) {
 		t.Errorf("a key SQL does not write: %v", err)
 	}
 }
+
+// The codes the routines raise are the ones interpretError maps.
+func TestRaisedCodesAreMapped(t *testing.T) {
+	b, err := os.ReadFile("sql/routines.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raised []string
+	for _, m := range regexp.MustCompile(`ERRCODE = '(QN\w+)'`).FindAllStringSubmatch(string(b), -1) {
+		if !slices.Contains(raised, m[1]) {
+			raised = append(raised, m[1])
+		}
+	}
+	want := slices.Clone(sqlstates)
+	sort.Strings(raised)
+	sort.Strings(want)
+	if !slices.Equal(raised, want) {
+		t.Errorf("routines raise %v; interpretError maps %v", raised, want)
+	}
+}

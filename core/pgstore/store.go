@@ -177,6 +177,19 @@ func isRetryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
+// The SQLSTATEs the routines raise (class QN, ours): each is mapped to a
+// domain error by interpretError, and a test holds this list to the codes
+// sql/routines.sql raises.
+const (
+	sqlstateQueueFull    = "QN429" // maxSize reached: queen.ErrQueueFull
+	sqlstatePaused       = "QN503" // pushes paused for maintenance: queen.ErrMaintenance
+	sqlstateSealRequired = "QNENC" // a plain payload for an encrypted queue (detail: the queue)
+	sqlstateKeyMissing   = "QNKEY" // a sealed message under a key the caller lacks (detail: the key)
+)
+
+// sqlstates lists the codes above.
+var sqlstates = []string{sqlstateQueueFull, sqlstatePaused, sqlstateSealRequired, sqlstateKeyMissing}
+
 // interpretError translates driver errors into domain errors: the one place
 // that knows Postgres error codes.
 func interpretError(op string, err error) error {
@@ -192,13 +205,13 @@ func interpretError(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code == "QN429":
+		case pgErr.Code == sqlstateQueueFull:
 			return &queen.KindError{Kind: queen.ErrQueueFull, Message: pgErr.Message}
-		case pgErr.Code == "QN503":
+		case pgErr.Code == sqlstatePaused:
 			return &queen.KindError{Kind: queen.ErrMaintenance, Message: pgErr.Message}
-		case pgErr.Code == "QNENC":
+		case pgErr.Code == sqlstateSealRequired:
 			return &sealRequired{queue: pgErr.Detail}
-		case pgErr.Code == "QNKEY":
+		case pgErr.Code == sqlstateKeyMissing:
 			return &keyMissing{ref: pgErr.Detail, message: pgErr.Message}
 		case pgErr.Code == "22P02", pgErr.Code == "22007", pgErr.Code == "22008",
 			pgErr.Code == "22003", pgErr.Code == "22021", pgErr.Code == "22P05",
