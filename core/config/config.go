@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/queen-serverless/queen/core/crypt"
+	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/queen"
 )
 
@@ -66,10 +67,12 @@ const (
 	// DefaultMaxWaitLambda caps long-poll pops on Lambda: API Gateway cuts
 	// requests at 30 s.
 	DefaultMaxWaitLambda = 20 * time.Second
-	// DefaultMaxWaitLocal caps long-poll pops of `queen serve`.
-	DefaultMaxWaitLocal = 30 * time.Second
-	// DefaultMaxBodyBytes is the request body limit: the Lambda payload limit.
-	DefaultMaxBodyBytes = 6 << 20
+	// DefaultMaxWaitLocal caps long-poll pops of `queen serve`: the HTTP
+	// API's own default.
+	DefaultMaxWaitLocal = httpapi.DefaultMaxWait
+	// DefaultMaxBodyBytes is the request body limit: the Lambda payload
+	// limit, the HTTP API's own default.
+	DefaultMaxBodyBytes = httpapi.DefaultMaxBodyBytes
 	// DefaultLogLevel is the minimum level logged.
 	DefaultLogLevel = slog.LevelInfo
 	// DefaultPort is the port of `queen serve`.

@@ -134,9 +134,7 @@ func ConnConfig(cfg config.Config, password string) (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database url %s: invalid", config.RedactURL(connURL))
 	}
-	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
-	cc.StatementCacheCapacity = 0
-	cc.DescriptionCacheCapacity = 0
+	pgstore.PoolerSafe(cc)
 	if password != "" {
 		cc.Password = password
 	}

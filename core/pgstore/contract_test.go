@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -81,4 +82,24 @@ func TestEveryReplyMatchesItsGoType(t *testing.T) {
 	must("delete group", e.Store.DeleteGroup(ctx, "g", "c"))
 	must("delete queue", e.Store.DeleteQueue(ctx, "c"))
 	must("ping", e.Store.Ping(ctx))
+}
+
+// The schema's column defaults are the domain's documented defaults.
+func TestSchemaDefaultsAreTheDomains(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	for col, want := range map[string]int{
+		"lease_time":   queen.DefaultLeaseTime,
+		"retry_limit":  queen.DefaultRetryLimit,
+		"dedup_window": queen.DefaultDedupWindowSeconds,
+	} {
+		var def string
+		if err := e.Pool.QueryRow(ctx, `SELECT column_default FROM information_schema.columns
+			WHERE table_schema = 'queen' AND table_name = 'queues' AND column_name = $1`, col).Scan(&def); err != nil {
+			t.Fatal(err)
+		}
+		if def != strconv.Itoa(want) {
+			t.Errorf("queues.%s defaults to %s, the domain's default is %d", col, def, want)
+		}
+	}
 }

@@ -107,6 +107,18 @@ func New(db DB, cfg Config) *Store {
 	return &Store{db: db, cfg: cfg, seal: sealing{load: cfg.Keys}}
 }
 
+// PoolerSafe sets a connection up to run unchanged behind a
+// transaction-pooling proxy (RDS Proxy, PgBouncer): statements in
+// QueryExecModeExec (no named prepared statements, one round trip per
+// query) and no statement or description caches. It is the one place these
+// settings are made; every pool and connection of the product and its
+// tests goes through it.
+func PoolerSafe(cc *pgx.ConnConfig) {
+	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cc.StatementCacheCapacity = 0
+	cc.DescriptionCacheCapacity = 0
+}
+
 // PoolConfig parses url into a pool configuration that is safe behind a
 // transaction-pooling proxy: QueryExecModeExec (no named prepared
 // statements, one round trip per query).
@@ -115,9 +127,7 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-	cfg.ConnConfig.StatementCacheCapacity = 0
-	cfg.ConnConfig.DescriptionCacheCapacity = 0
+	PoolerSafe(cfg.ConnConfig)
 	// No liveness ping before use: it would be a second round trip for most
 	// requests of an idle Lambda container. A dead connection fails before
 	// anything is sent and the statement is retried (see Store.call).

@@ -55,6 +55,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queen-serverless/queen/core/pgcluster"
+	"github.com/queen-serverless/queen/core/pgstore"
 )
 
 const (
@@ -153,7 +154,7 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pgstore.PoolerSafe(cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
@@ -213,7 +214,7 @@ func open(ctx context.Context, cfg config) (h *harness, err error) {
 	if err != nil {
 		return h, fmt.Errorf("%s: %w", EnvDatabaseURL, err)
 	}
-	poolCfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pgstore.PoolerSafe(poolCfg.ConnConfig)
 	poolCfg.MaxConns = 4
 	if h.admin, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
 		return h, err
