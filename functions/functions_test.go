@@ -15,9 +15,9 @@ import (
 
 	"github.com/queen-serverless/queen/core/crypt"
 	"github.com/queen-serverless/queen/core/pgstore"
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
-	"github.com/queen-serverless/queen/core/pgtest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
+	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgstoretest.Main(m) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/queen-serverless/queen/core/pgtest"
+	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
 const testSecret = "a-test-secret-of-at-least-32-bytes!"

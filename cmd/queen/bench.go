@@ -14,9 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/queen-serverless/queen/core/bench"
-	"github.com/queen-serverless/queen/core/pgcluster"
 	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/internal/bench"
+	"github.com/queen-serverless/queen/internal/pgcluster"
 )
 
 // benchCmd runs the benchmark in a database of its own: on $DATABASE_URL's

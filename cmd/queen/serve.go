@@ -22,11 +22,11 @@ import (
 	"github.com/queen-serverless/queen/core/crypt"
 	"github.com/queen-serverless/queen/core/dbconn"
 	"github.com/queen-serverless/queen/core/httpapi"
-	"github.com/queen-serverless/queen/core/pgcluster"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/prommetrics"
 	"github.com/queen-serverless/queen/core/reaper"
 	"github.com/queen-serverless/queen/core/secrets"
+	"github.com/queen-serverless/queen/internal/pgcluster"
 )
 
 // Defaults of `queen serve`.

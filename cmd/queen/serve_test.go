@@ -17,8 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
-	"github.com/queen-serverless/queen/core/pgtest"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
+	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgstoretest.Main(m) }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/dbconn"
-	"github.com/queen-serverless/queen/core/pgtest"
+	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -17,9 +17,9 @@ import (
 
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/prommetrics"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 type server struct {

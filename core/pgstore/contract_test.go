@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 // Every store operation once, on data that fills every list of its reply,

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/queen-serverless/queen/core/pgstore"
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 	"github.com/queen-serverless/queen/internal/refmodel"
 )
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 var ctx = context.Background()

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/queen-serverless/queen/core/pgstore"
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 // An applied migration whose text changed is refused before anything runs.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 // The model document's worked example: orders/cust-42 holds offsets 0..5,

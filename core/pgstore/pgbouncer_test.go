@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queen-serverless/queen/core/pgstore"
-	"github.com/queen-serverless/queen/core/pgtest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
 // startPgBouncer runs PgBouncer in transaction mode — the local stand-in for

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 // Partitions leased by other consumers never use up a wildcard pop's scan:

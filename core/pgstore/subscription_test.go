@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 func TestSubscriptionModes(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/pgstore"
-	"github.com/queen-serverless/queen/core/pgtest"
 	"github.com/queen-serverless/queen/core/provision"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
 // Databases start empty: provisioning creates the schema.

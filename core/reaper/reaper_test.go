@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/core/reaper"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 func TestMain(m *testing.M) { pgstoretest.Main(m) }

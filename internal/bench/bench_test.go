@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-serverless/queen/core/bench"
-	"github.com/queen-serverless/queen/core/pgstore/pgstoretest"
+	"github.com/queen-serverless/queen/internal/bench"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
 func TestMain(m *testing.M) { pgstoretest.Main(m) }

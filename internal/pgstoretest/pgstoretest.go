@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queen-serverless/queen/core/pgstore"
-	"github.com/queen-serverless/queen/core/pgtest"
+	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
 // Main runs the package's tests with a template database holding the

@@ -54,8 +54,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/queen-serverless/queen/core/pgcluster"
 	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/internal/pgcluster"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/queen-serverless/queen/core/pgtest"
+	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
