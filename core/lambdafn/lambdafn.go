@@ -108,13 +108,31 @@ func (f *Function) HTTP(groups ...httpapi.Group) HTTPHandler {
 	return NewHTTPHandler(f.API().Handler(groups...), f.Logger)
 }
 
+// DeadlineMargin is how long before the function's deadline a request's
+// work is cancelled, so the function still answers (503, "request timed
+// out", the statement rolled back) instead of being cut off by Lambda.
+const DeadlineMargin = time.Second
+
+// Bounded runs h with its context's deadline moved DeadlineMargin before
+// the function's.
+func Bounded[In, Out any](h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		if d, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d.Add(-DeadlineMargin))
+			defer cancel()
+		}
+		return h(ctx, in)
+	}
+}
+
 // NewHTTPHandler adapts an http.Handler to API Gateway HTTP API events
 // (payload format 2.0). The request's context carries the Lambda context,
-// so the handler's logs carry the request id and its work stops at the
-// function's deadline.
+// so the handler's logs carry the request id, and its work stops
+// DeadlineMargin before the function's deadline (see Bounded).
 func NewHTTPHandler(h http.Handler, log *slog.Logger) HTTPHandler {
 	adapter := httpadapter.NewV2(h)
-	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return Bounded(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		start := time.Now()
 		resp, err := adapter.ProxyWithContext(ctx, req)
 		if err != nil {
@@ -124,7 +142,7 @@ func NewHTTPHandler(h http.Handler, log *slog.Logger) HTTPHandler {
 		log.DebugContext(ctx, "request", "method", req.RequestContext.HTTP.Method, "path", req.RawPath,
 			"status", resp.StatusCode, "ms", time.Since(start).Milliseconds())
 		return resp, nil
-	}
+	})
 }
 
 // Start runs the Lambda runtime loop with handler (any handler form

@@ -128,12 +128,29 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	PoolerSafe(cfg.ConnConfig)
-	// No liveness ping before use: it would be a second round trip for most
-	// requests of an idle Lambda container. A dead connection fails before
-	// anything is sent and the statement is retried (see Store.call).
-	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > ConnectTimeout {
+		cfg.ConnConfig.ConnectTimeout = ConnectTimeout
+	}
+	// A connection is pinged before use only after it sat idle for
+	// IdleCheckAfter: a Lambda container frozen between requests may find
+	// that the proxy (idle client timeout 30 min) or the server closed it,
+	// and a statement written to a closed socket fails after it was sent,
+	// so it cannot be retried. A busy connection is used without a ping (no
+	// second round trip).
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration >= IdleCheckAfter
+	}
 	return cfg, nil
 }
+
+// ConnectTimeout bounds a new connection (TCP, TLS, login): a stalled
+// proxy answers 503 well before a function's deadline instead of timing it
+// out.
+const ConnectTimeout = 5 * time.Second
+
+// IdleCheckAfter is how long a pooled connection may sit unused before it
+// is pinged before its next use. A variable so tests can shorten it.
+var IdleCheckAfter = time.Minute
 
 // now returns the operation's time argument: nil means the database clock.
 func (s *Store) now() *time.Time {

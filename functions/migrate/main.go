@@ -21,5 +21,5 @@ func main() {
 		AppRole: fn.Config.DBUser,
 		Logger:  fn.Logger,
 	}
-	fn.Start(h.Invoke)
+	fn.Start(lambdafn.Bounded(h.Invoke))
 }

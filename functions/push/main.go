@@ -19,5 +19,5 @@ func main() {
 		PartitionField:   fn.Config.EventPartitionField,
 		Logger:           fn.Logger,
 	})
-	fn.Start(h.Invoke)
+	fn.Start(lambdafn.Bounded(h.Invoke))
 }

@@ -15,5 +15,5 @@ func main() {
 	fn := lambdafn.Init("reaper")
 	fn.OpenStore()
 	h := &reaper.Handler{Store: fn.Store, Logger: fn.Logger, Metrics: os.Stdout}
-	fn.Start(h.Invoke)
+	fn.Start(lambdafn.Bounded(h.Invoke))
 }
