@@ -33,6 +33,18 @@ check-model: ## the reference model's tests and 2,500 random sequences against i
 	set -o pipefail; QUEEN_MODEL_SEED=$${QUEEN_MODEL_SEED:-$$(date +%s)} QUEEN_MODEL_SEQUENCES=$${QUEEN_MODEL_SEQUENCES:-2500} \
 	  $(GO) test -count=1 -timeout 60m -v -run '^TestDifferential$$' ./core/pgstore | grep --line-buffered -v '^=== '
 
+FUZZTIME ?= 30s
+FUZZ_TARGETS := core/httpapi:FuzzPush core/httpapi:FuzzPopQuery core/httpapi:FuzzAck core/httpapi:FuzzAckBatch \
+  core/httpapi:FuzzTransaction core/httpapi:FuzzConfigure core/httpapi:FuzzSeek \
+  core/ingest:FuzzSQSRecord core/ingest:FuzzSNSMessage core/ingest:FuzzEventBridgeDetail core/ingest:FuzzDirect
+
+.PHONY: fuzz
+fuzz: ## every request and event decoder's fuzz target for FUZZTIME each (default 30s); crashers land in testdata/fuzz (make test runs them)
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; echo "== $$pkg $$name"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; \
+	done
+
 .PHONY: synth
 synth: ## CloudFormation template, offline, in infra/cdk.out (uses build/lambda if built, else placeholders)
 	infra/synth.sh

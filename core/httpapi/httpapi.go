@@ -351,6 +351,9 @@ func decode(r *http.Request, v any) error {
 	if !utf8.ValidString(body) {
 		return queen.Invalid("body", "must be valid UTF-8")
 	}
+	if err := queen.ValidateJSONEscapes("body", body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
@@ -368,8 +371,8 @@ func decode(r *http.Request, v any) error {
 		}
 		return queen.Invalid("body", "malformed JSON: %v", err)
 	}
-	if dec.More() {
-		return queen.Invalid("body", "must hold one JSON value")
+	if rest := strings.TrimSpace(body[dec.InputOffset():]); rest != "" {
+		return queen.Invalid("body", "must hold one JSON value (found more at byte %d)", dec.InputOffset())
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func ValidatePayload(field string, p json.RawMessage) error {
 	if !json.Valid(p) {
 		return Invalid(field, "must be valid JSON")
 	}
-	return nil
+	return ValidateJSONEscapes(field, string(p))
 }
 
 // NormalizePush validates push items and fills in defaults: the Default
@@ -320,4 +320,59 @@ func (o QueueOptions) Normalize() (QueueOptions, error) {
 	}
 	o.DeadLetterQueue, o.DLQAfterMaxRetries = nil, nil
 	return o, nil
+}
+
+// ValidateJSONEscapes refuses JSON text (field names it in the error) with a \u escape that is a lone UTF-16
+// surrogate (a high one not followed by a low one, or a low one alone) or
+// NUL (\u0000): Go's decoder would silently turn a lone surrogate into
+// U+FFFD, so a name would not round-trip, and PostgreSQL refuses both in
+// JSON text with an error that names no field.
+func ValidateJSONEscapes(field, body string) error {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' || i+1 >= len(body) {
+			continue
+		}
+		i++ // the escaped character: \\ and \" are consumed whole
+		if body[i] != 'u' || i+4 >= len(body) {
+			continue
+		}
+		r, ok := hex4(body[i+1 : i+5])
+		if !ok {
+			continue // malformed: the decoder reports it
+		}
+		at := i - 1
+		i += 4
+		switch {
+		case r == 0:
+			return Invalid(field, "\\u0000 (NUL) at byte %d: JSON strings here cannot hold NUL", at)
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+6 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
+				if lo, ok := hex4(body[i+3 : i+7]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+					i += 6
+					continue
+				}
+			}
+			return Invalid(field, "lone UTF-16 surrogate escape at byte %d: not a character", at)
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return Invalid(field, "lone UTF-16 surrogate escape at byte %d: not a character", at)
+		}
+	}
+	return nil
+}
+
+func hex4(s string) (rune, bool) {
+	var r rune
+	for _, c := range []byte(s) {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

@@ -3,6 +3,7 @@ package queen
 import (
 	"errors"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -86,6 +87,22 @@ func TestQueueNames(t *testing.T) {
 	for _, bad := range []string{"", "a b", "ü", "a;b", "a'b"} {
 		if err := ValidateQueueName("queue", bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestValidateJSONEscapes(t *testing.T) {
+	for in, bad := range map[string]bool{
+		`"a\u0041b"`: false, `"\ud83d\ude00"`: false, `"\\ud800"`: false, `"\\\ud800"`: true,
+		`"\u0000"`: true, `"\ud800"`: true, `"\ud800x"`: true, `"\udc00"`: true, `"\ud800\u0041"`: true,
+		`{"k\ud800":1}`: true, `"\uZZZZ"`: false,
+	} {
+		err := ValidateJSONEscapes("items[0].payload", in)
+		if (err != nil) != bad {
+			t.Errorf("%s: %v, want refused=%v", in, err, bad)
+		}
+		if err != nil && !strings.Contains(err.Error(), "items[0].payload") {
+			t.Errorf("%s: %v does not name the field", in, err)
 		}
 	}
 }
