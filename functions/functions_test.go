@@ -33,6 +33,7 @@ func TestFunctions(t *testing.T) {
 
 	t.Run("size", func(t *testing.T) { checkSizes(t, dir) })
 	t.Run("coldinit", func(t *testing.T) { measureColdInit(t, dir, rie) })
+	t.Run("durations", func(t *testing.T) { measureDurations(t, dir, rie) })
 
 	run := func(name string, test func(t *testing.T, start func(env ...string) *emulator)) {
 		t.Run(name, func(t *testing.T) {
@@ -105,6 +106,44 @@ func measureColdInit(t *testing.T, dir, rie string) {
 		fmt.Fprintf(&b, "\n  %-8s %7.1f ms %7.1f ms", name, ms(median(direct)), ms(median(emulated)))
 	}
 	t.Logf("cold init, median of %d fresh processes each, no database connection:%s", coldInitRuns, b.String())
+}
+
+// measureDurations times warm invocations of push, pop and ack through the
+// emulator on the test database (median of 200 each, one message per call,
+// wall time seen by the caller, which includes the emulator's hop): the
+// inputs of the README's cost model. Logged, never asserted.
+func measureDurations(t *testing.T, dir, rie string) {
+	env := pgstoretest.NewRealTime(t)
+	seed(t, env, "cost", 400)
+	start := func(name string) *emulator {
+		return startEmulator(t, rie, filepath.Join(dir, name), "DATABASE_URL="+env.URL)
+	}
+	push, pop, ack := start("push"), start("pop"), start("ack")
+	const runs = 200
+	var tp, to, ta []time.Duration
+	for i := range runs {
+		t0 := time.Now()
+		expect(t, "push", push.http("POST", "/api/v1/push", fmt.Sprintf(`{"items":[{"queue":"cost-in","payload":{"hello":"world","n":%d}}]}`, i)), 201)
+		t1 := time.Now()
+		r := pop.http("GET", "/api/v1/pop/queue/cost?batch=1", "")
+		expect(t, "pop", r, 200)
+		t2 := time.Now()
+		var p popResponse
+		r.json(t, &p)
+		m := p.Messages[0]
+		expect(t, "ack", ack.http("POST", "/api/v1/ack", fmt.Sprintf(`{"transactionId":%q,"partitionId":%q,"status":"completed","leaseId":%q}`,
+			m.TransactionID, m.PartitionID, p.LeaseID)), 200)
+		t3 := time.Now()
+		if i >= 10 { // warm
+			tp, to, ta = append(tp, t1.Sub(t0)), append(to, t2.Sub(t1)), append(ta, t3.Sub(t2))
+		}
+	}
+	median := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return ms(d[len(d)/2])
+	}
+	t.Logf("warm invocation, median of %d each (1 message; emulator on this machine):\n  push %.2f ms\n  pop  %.2f ms\n  ack  %.2f ms",
+		runs-10, median(tp), median(to), median(ta))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
