@@ -3,7 +3,6 @@ package pgstore
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -108,14 +107,11 @@ func jsonFields(t reflect.Type, fields map[string]reflect.StructField, optional 
 	}
 }
 
-// routineKeys returns, per routine of sql/routines.sql, the keys it reads
+// routineKeys returns, per routine of sql/routines/, the keys it reads
 // from its JSON arguments (p_req, p_opts, p_target, and the item aliases
 // i and t.i).
 func routineKeys(t *testing.T) map[string][]string {
-	b, err := os.ReadFile("sql/routines.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := []byte(routinesSQL)
 	starts := regexp.MustCompile(`(?m)^CREATE OR REPLACE FUNCTION queen\.(\w+)\(`).FindAllStringSubmatchIndex(string(b), -1)
 	read := regexp.MustCompile(`\b(?:p_req|p_opts|p_target|t\.i|i)\s*->>?\s*'(\w+)'`)
 	out := map[string][]string{}
@@ -196,10 +192,7 @@ func TestCheckKeysFindsDrift(t *testing.T) {
 
 // The codes the routines raise are the ones interpretError maps.
 func TestRaisedCodesAreMapped(t *testing.T) {
-	b, err := os.ReadFile("sql/routines.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := []byte(routinesSQL)
 	var raised []string
 	for _, m := range regexp.MustCompile(`ERRCODE = '(QN\w+)'`).FindAllStringSubmatch(string(b), -1) {
 		if !slices.Contains(raised, m[1]) {

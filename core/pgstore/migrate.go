@@ -17,8 +17,28 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-//go:embed sql/routines.sql
-var routinesSQL string
+// The routines, one file per operation (sql/routines/NN_name.sql),
+// applied as one script in file-name order (a later file may call what an
+// earlier one defines).
+//
+//go:embed sql/routines/*.sql
+var routinesFS embed.FS
+
+var routinesSQL = func() string {
+	entries, err := fs.ReadDir(routinesFS, "sql/routines")
+	if err != nil {
+		panic(err)
+	}
+	var b strings.Builder
+	for _, e := range entries { // ReadDir sorts by name
+		text, err := routinesFS.ReadFile("sql/routines/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		b.Write(text)
+	}
+	return b.String()
+}()
 
 // migrateLockKey is the transaction-level advisory lock that serializes
 // migrators started at the same time.
@@ -75,7 +95,7 @@ var ErrMigrationChanged = errors.New("an applied migration was changed")
 // release lacks (a rollback to an older release), nothing is applied and
 // the routines are not replaced: the newer routines keep serving the older
 // release's calls, which they accept by the compatibility rule of
-// sql/routines.sql, while older routines might not match the newer schema.
+// sql/routines/, while older routines might not match the newer schema.
 func Migrate(ctx context.Context, conn *pgx.Conn) (MigrateResult, error) {
 	var res MigrateResult
 	tx, err := conn.Begin(ctx)

@@ -53,7 +53,7 @@ func TestMigrateLeavesNewerDatabaseAlone(t *testing.T) {
 	}
 }
 
-// The compatibility rule of sql/routines.sql: a deploy replaces the
+// The compatibility rule of sql/routines/: a deploy replaces the
 // routines first and the function code after, so for a while the previous
 // release's code calls the new routines. They must accept its calls.
 // previousReleaseCalls are those calls, with the argument shapes of the

@@ -206,7 +206,7 @@ func isRetryable(err error) bool {
 
 // The SQLSTATEs the routines raise (class QN, ours): each is mapped to a
 // domain error by interpretError, and a test holds this list to the codes
-// sql/routines.sql raises.
+// sql/routines/ raises.
 const (
 	sqlstateQueueFull    = "QN429" // maxSize reached: queen.ErrQueueFull
 	sqlstatePaused       = "QN503" // pushes paused for maintenance: queen.ErrMaintenance

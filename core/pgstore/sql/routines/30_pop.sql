@@ -1,0 +1,262 @@
+-- ---------------------------------------------------------------------------
+-- pop
+
+-- _claim tries to lease up to p_budget messages of one partition.
+-- status: 'claimed', 'consumed' (nothing left), 'busy' (leased or locked),
+-- 'waiting' (delayedProcessing / windowBuffer / retryDelay; not_before says
+-- when the partition can be deliverable at the earliest).
+-- p_keys: the references of the keys the caller holds; a sealed message
+-- under any other key aborts the pop before anything is leased.
+DROP FUNCTION IF EXISTS queen._claim(queen.queues, queen.subscriptions, uuid, text, text, int, uuid, boolean,
+                                     text, timestamptz);
+CREATE OR REPLACE FUNCTION queen._claim(q queen.queues, s queen.subscriptions, p_pid uuid,
+                                         p_pname text, p_group text, p_budget int, p_lease uuid,
+                                         p_auto boolean, p_worker text, p_keys text[], p_now timestamptz)
+RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    cr     queen.consumers;
+    r      queen.claim;
+    v_last bigint;
+    v_pushed timestamptz;
+    v_seg  bigint;
+    v_from bigint;
+    v_lim  int;
+    v_end  bigint;
+    v_key  text;
+BEGIN
+    r.n := 0;
+    SELECT * INTO cr FROM queen.consumers
+    WHERE partition_id = p_pid AND group_name = p_group
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        -- Locked by another transaction, or the group's first visit here.
+        IF EXISTS (SELECT 1 FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group) THEN
+            r.status := 'busy';
+            RETURN r;
+        END IF;
+        PERFORM queen._ensure_consumer(p_pid, q.id, p_group, s.from_ts, p_now);
+        SELECT * INTO cr FROM queen.consumers
+        WHERE partition_id = p_pid AND group_name = p_group
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            r.status := 'busy';
+            RETURN r;
+        END IF;
+    END IF;
+    IF cr.lease_id IS NOT NULL THEN
+        IF cr.lease_expires_at > p_now THEN
+            r.status := 'busy';
+            RETURN r;
+        END IF;
+        PERFORM queen._expire(p_pid, p_group, p_now);
+        SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group;
+    END IF;
+
+    SELECT last_offset, last_pushed_at INTO v_last, v_pushed FROM queen.partitions WHERE id = p_pid;
+    IF cr.committed >= v_last THEN
+        r.status := 'consumed';
+        RETURN r;
+    END IF;
+    IF cr.retry_at > p_now THEN  -- retryDelay after a failed attempt
+        r.status := 'waiting';
+        r.not_before := cr.retry_at;
+        RETURN r;
+    END IF;
+    IF q.window_buffer > 0 AND v_pushed > p_now - make_interval(secs => q.window_buffer) THEN
+        r.status := 'waiting';
+        r.not_before := v_pushed + make_interval(secs => q.window_buffer);
+        RETURN r;
+    END IF;
+
+    v_from := cr.committed + 1;
+    SELECT max(base_offset) INTO v_seg FROM queen.segments
+    WHERE partition_id = p_pid AND base_offset <= v_from;
+    IF v_seg IS NULL THEN
+        -- The head was removed by retention: continue at the oldest survivor.
+        SELECT min(base_offset) INTO v_seg FROM queen.segments
+        WHERE partition_id = p_pid AND base_offset > cr.committed;
+        IF v_seg IS NULL THEN
+            UPDATE queen.consumers
+            SET committed = v_last, delivered = greatest(delivered, v_last), attempts = 0,
+                head_only = false, updated_at = p_now
+            WHERE partition_id = p_pid AND group_name = p_group;
+            r.status := 'consumed';
+            RETURN r;
+        END IF;
+        -- Messages up to the oldest survivor are gone: the cursor moves to
+        -- just before it, so attempts count against a message that exists.
+        UPDATE queen.consumers
+        SET committed = v_seg - 1, delivered = greatest(delivered, v_seg - 1), attempts = 0,
+            head_only = false, updated_at = p_now
+        WHERE partition_id = p_pid AND group_name = p_group;
+        cr.committed := v_seg - 1;
+        cr.attempts := 0;
+        cr.head_only := false;  -- the head that came alone is gone
+        v_from := v_seg;
+    END IF;
+    v_lim := CASE WHEN cr.head_only THEN 1 ELSE p_budget END;
+
+    SELECT array_agg(json_build_object(
+               'id', queen.message_id(p_pid, m.off),
+               'transactionId', m.txid,
+               'partitionId', p_pid,
+               'partition', p_pname,
+               'queue', q.name,
+               'offset', m.off,
+               'data', queen.payload_json(m.payload, m.key_id),
+               'keyId', m.key_id,
+               'traceId', m.trace_id,
+               'producerSub', m.producer_sub,
+               'createdAt', m.created_at,
+               'retryCount', CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END)
+             ORDER BY m.off),
+           count(*), max(m.off), min(m.key_id) FILTER (WHERE NOT (m.key_id = ANY (coalesce(p_keys, '{}'))))
+    INTO r.msgs, r.n, v_end, v_key
+    FROM (
+        SELECT sg.base_offset + u.ord - 1 AS off, u.txid, sg.payloads[u.ord] AS payload,
+               sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub, sg.key_id
+        FROM queen.segments sg
+        CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS u(txid, ord)
+        WHERE sg.partition_id = p_pid
+          AND sg.base_offset >= v_seg AND sg.base_offset < v_from + v_lim
+          AND sg.base_offset + u.ord - 1 >= v_from
+          AND sg.base_offset + u.ord - 1 < v_from + v_lim
+          AND (q.delayed_processing = 0
+               OR sg.created_at <= p_now - make_interval(secs => q.delayed_processing))
+    ) m;
+
+    IF r.n = 0 THEN
+        -- Only delayedProcessing leaves a stored head undeliverable; the
+        -- segment holding it is the oldest that can become deliverable.
+        r.status := 'waiting';
+        SELECT created_at + make_interval(secs => q.delayed_processing) INTO r.not_before
+        FROM queen.segments WHERE partition_id = p_pid AND base_offset = v_seg;
+        RETURN r;
+    END IF;
+    IF v_key IS NOT NULL THEN
+        -- Nothing is leased or committed: the caller fetches the key and
+        -- pops again, or reports that it lacks it (the detail names it).
+        RAISE EXCEPTION 'queue %, partition %: messages are sealed with key %, which this server does not hold',
+            q.name, p_pname, v_key USING ERRCODE = 'QNKEY', DETAIL = v_key;
+    END IF;
+
+    IF p_auto THEN
+        UPDATE queen.consumers
+        SET committed = v_end, delivered = greatest(delivered, v_end), attempts = 0,
+            head_only = false, retry_at = NULL, updated_at = p_now
+        WHERE partition_id = p_pid AND group_name = p_group;
+    ELSE
+        UPDATE queen.consumers
+        SET batch_end = v_end, delivered = greatest(delivered, v_end), lease_id = p_lease,
+            lease_expires_at = p_now + make_interval(secs => q.lease_time),
+            worker_id = p_worker, updated_at = p_now
+        WHERE partition_id = p_pid AND group_name = p_group;
+    END IF;
+    r.status := 'claimed';
+    RETURN r;
+END
+$fn$;
+
+-- pop leases up to batch messages from one partition (or up to `partitions`
+-- partitions under one lease id, sharing the batch budget).
+-- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker, keys}
+CREATE OR REPLACE FUNCTION queen.pop(p_req json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_now     timestamptz := coalesce(p_now, clock_timestamp());
+    v_queue   text := p_req->>'queue';
+    v_part    text := p_req->>'partition';
+    v_group   text := coalesce(p_req->>'group', '__QUEUE_MODE__');
+    v_batch   int := coalesce((p_req->>'batch')::int, 1);
+    v_maxp    int := coalesce((p_req->>'partitions')::int, 1);
+    v_auto    boolean := coalesce((p_req->>'autoAck')::boolean, false);
+    v_worker  text := p_req->>'worker';
+    v_keys    text[] := ARRAY(SELECT json_array_elements_text(p_req->'keys'));
+    v_lease   uuid := gen_random_uuid();
+    q         queen.queues;
+    s         queen.subscriptions;
+    r         queen.claim;
+    v_pid     uuid;
+    v_pname   text;
+    v_seen    uuid[] := '{}';
+    v_msgs    json[] := '{}';
+    v_got     int := 0;
+    v_parts   int := 0;
+    v_scanned int := 0;
+BEGIN
+    IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'pop' AND enabled) THEN
+        RETURN json_build_object('messages', '[]'::json);  -- pop maintenance: nothing is delivered
+    END IF;
+    s := queen._subscribe(v_queue, v_group, p_req->>'mode', (p_req->>'from')::timestamptz, v_now);
+    SELECT * INTO q FROM queen.queues WHERE name = v_queue;
+    IF NOT FOUND THEN
+        RETURN json_build_object('messages', '[]'::json);
+    END IF;
+
+    IF v_part IS NOT NULL THEN
+        SELECT id INTO v_pid FROM queen.partitions WHERE queue_id = q.id AND name = v_part;
+        IF FOUND THEN
+            r := queen._claim(q, s, v_pid, v_part, v_group, v_batch, v_lease, v_auto, v_worker, v_keys, v_now);
+            IF r.status = 'claimed' THEN
+                v_msgs := r.msgs;
+                v_got := r.n;
+                IF v_auto THEN
+                    PERFORM queen._unschedule(v_pid, v_group);
+                END IF;
+            END IF;
+        END IF;
+    ELSE
+        LOOP
+            -- Consumed partitions leave the ready set when they are acked,
+            -- so the scan meets only partitions with something to deliver;
+            -- it looks at a few more than it may lease.
+            EXIT WHEN v_parts >= v_maxp OR v_got >= v_batch OR v_scanned >= 64 + v_maxp;
+            -- Partitions leased by another consumer of the group, and those
+            -- a pop found waiting (delayedProcessing, windowBuffer,
+            -- retryDelay) until they can be deliverable, are passed over
+            -- here, so they never use up the scan budget.
+            SELECT rd.partition_id, p.name INTO v_pid, v_pname
+            FROM queen.ready rd JOIN queen.partitions p ON p.id = rd.partition_id
+            WHERE rd.queue_id = q.id AND rd.group_name = v_group
+              AND rd.partition_id <> ALL (v_seen)
+              AND (rd.not_before IS NULL OR rd.not_before <= v_now)
+              -- a scalar subquery, so the generic plan looks the cursor
+              -- up by key whatever the table's size when it was planned
+              AND NOT coalesce((SELECT c.lease_id IS NOT NULL AND c.lease_expires_at > v_now
+                                FROM queen.consumers c
+                                WHERE c.partition_id = rd.partition_id AND c.group_name = v_group), false)
+            ORDER BY rd.order_key
+            LIMIT 1
+            FOR UPDATE OF rd SKIP LOCKED;
+            EXIT WHEN NOT FOUND;
+            v_seen := v_seen || v_pid;
+            r := queen._claim(q, s, v_pid, v_pname, v_group, v_batch - v_got, v_lease, v_auto,
+                              v_worker, v_keys, v_now);
+            IF r.status <> 'waiting' THEN
+                v_scanned := v_scanned + 1;  -- a waiting row is passed over from now on
+            END IF;
+            IF r.status = 'consumed' THEN
+                PERFORM queen._unschedule(v_pid, v_group);
+            ELSIF r.status IN ('claimed', 'waiting') THEN
+                UPDATE queen.ready SET order_key = nextval('queen.ready_order'), not_before = r.not_before
+                WHERE partition_id = v_pid AND group_name = v_group;  -- by ready_partition
+                IF r.status = 'claimed' AND v_auto THEN
+                    PERFORM queen._unschedule(v_pid, v_group);
+                END IF;
+            END IF;
+            IF r.status = 'claimed' THEN
+                v_msgs := v_msgs || r.msgs;
+                v_got := v_got + r.n;
+                v_parts := v_parts + 1;
+            END IF;
+        END LOOP;
+    END IF;
+
+    RETURN json_build_object(
+        'leaseId', CASE WHEN v_got > 0 AND NOT v_auto THEN v_lease END,
+        'leaseExpiresAt', CASE WHEN v_got > 0 AND NOT v_auto
+                               THEN v_now + make_interval(secs => q.lease_time) END,
+        'messages', coalesce(array_to_json(v_msgs), '[]'::json));
+END
+$fn$;
+

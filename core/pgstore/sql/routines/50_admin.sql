@@ -1,0 +1,163 @@
+-- ---------------------------------------------------------------------------
+-- seek, configure, DLQ retry
+
+-- seek moves a group's cursors on a queue. p_target: {toEnd} | {toBeginning}
+-- | {timestamp} | {offsets: {partition: nextOffset}}. Clears leases and
+-- attempt counts. Returns {status, partitions: [{partition, committed}]}.
+CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue text, p_target json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    q     queen.queues;
+    s     queen.subscriptions;
+    v_ts  timestamptz := (p_target->>'timestamp')::timestamptz;
+    v_bad text;
+    v_res json;
+BEGIN
+    SELECT * INTO q FROM queen.queues WHERE name = p_queue;
+    IF NOT FOUND THEN
+        RETURN json_build_object('status', 'queue_not_found');
+    END IF;
+    IF p_target->'offsets' IS NOT NULL THEN
+        SELECT k INTO v_bad FROM json_object_keys(p_target->'offsets') k
+        WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.queue_id = q.id AND p.name = k)
+        LIMIT 1;
+        IF v_bad IS NOT NULL THEN
+            RETURN json_build_object('status', 'partition_not_found', 'partition', v_bad);
+        END IF;
+    END IF;
+    s := queen._subscribe(p_queue, p_group, 'all', NULL, v_now);
+
+    INSERT INTO queen.consumers (partition_id, group_name, queue_id, committed, delivered, updated_at)
+    SELECT p.id, p_group, q.id, queen._start_offset(p.id, s.from_ts),
+           queen._start_offset(p.id, s.from_ts), v_now
+    FROM queen.partitions p
+    WHERE p.queue_id = q.id
+      AND NOT EXISTS (SELECT 1 FROM queen.consumers c WHERE c.partition_id = p.id AND c.group_name = p_group)
+    ORDER BY p.id
+    ON CONFLICT DO NOTHING;
+
+    PERFORM 1 FROM queen.consumers c
+    WHERE c.queue_id = q.id AND c.group_name = p_group
+    ORDER BY c.partition_id
+    FOR UPDATE;
+    -- retryDelay holds end with the seek, and a seek back may make an
+    -- older, deliverable head the next one
+    UPDATE queen.ready SET not_before = NULL
+    WHERE queue_id = q.id AND group_name = p_group AND not_before IS NOT NULL;
+
+    WITH target AS (
+        SELECT p.id AS pid, p.name, p.last_offset,
+               CASE
+                 WHEN (p_target->>'toEnd')::boolean THEN p.last_offset
+                 WHEN (p_target->>'toBeginning')::boolean THEN -1
+                 WHEN v_ts IS NOT NULL THEN queen._start_offset(p.id, v_ts)
+                 WHEN p_target->'offsets'->>p.name IS NULL THEN NULL
+                 ELSE least(greatest((p_target->'offsets'->>p.name)::bigint - 1, -1), p.last_offset)
+               END AS committed
+        FROM queen.partitions p
+        WHERE p.queue_id = q.id
+    ),
+    upd AS (
+        UPDATE queen.consumers c
+        SET committed = t.committed, delivered = t.committed, attempts = 0, head_only = false, retry_at = NULL,
+            batch_end = NULL, lease_id = NULL, lease_expires_at = NULL, worker_id = NULL,
+            updated_at = v_now
+        FROM target t
+        WHERE c.partition_id = t.pid AND c.group_name = p_group AND t.committed IS NOT NULL
+        RETURNING t.pid, t.name, t.committed, t.last_offset
+    ),
+    rdy AS (
+        INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+        SELECT q.id, p_group, upd.pid, nextval('queen.ready_order')
+        FROM upd WHERE upd.committed < upd.last_offset
+        ORDER BY upd.pid
+        ON CONFLICT DO NOTHING
+    )
+    SELECT json_agg(json_build_object('partition', upd.name, 'committed', upd.committed,
+                                      'lastOffset', upd.last_offset) ORDER BY upd.name)
+    INTO v_res FROM upd;
+    RETURN json_build_object('status', 'ok', 'partitions', coalesce(v_res, '[]'::json));
+END
+$fn$;
+
+-- configure creates the queue if needed and applies the options present in
+-- p_opts (a partial update). Returns the queue row.
+CREATE OR REPLACE FUNCTION queen.configure(p_queue text, p_namespace text, p_task text,
+                                            p_opts json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    q     queen.queues;
+BEGIN
+    IF p_opts->'encryptionEnabled' IS NOT NULL THEN
+        -- Exclusive against pushes (they hold it shared while they check
+        -- whether the queue takes sealed payloads only), so no push that
+        -- checked before this commits plain payloads after it.
+        PERFORM pg_advisory_xact_lock(queen.queue_lock_key(p_queue));
+    END IF;
+    INSERT INTO queen.queues (name, created_at, updated_at)
+    VALUES (p_queue, v_now, v_now)
+    ON CONFLICT (name) DO NOTHING;
+    UPDATE queen.queues SET
+        namespace = coalesce(p_namespace, namespace),
+        task = coalesce(p_task, task),
+        lease_time = coalesce((p_opts->>'leaseTime')::int, lease_time),
+        retry_limit = coalesce((p_opts->>'retryLimit')::int, retry_limit),
+        retry_delay_ms = coalesce((p_opts->>'retryDelay')::int, retry_delay_ms),
+        dedup_window = coalesce((p_opts->>'dedupWindowSeconds')::int, dedup_window),
+        delayed_processing = coalesce((p_opts->>'delayedProcessing')::int, delayed_processing),
+        window_buffer = coalesce((p_opts->>'windowBuffer')::int, window_buffer),
+        max_size = coalesce((p_opts->>'maxSize')::bigint, max_size),
+        retention_seconds = coalesce((p_opts->>'retentionSeconds')::int, retention_seconds),
+        completed_retention_seconds = coalesce((p_opts->>'completedRetentionSeconds')::int,
+                                               completed_retention_seconds),
+        encryption_enabled = coalesce((p_opts->>'encryptionEnabled')::boolean, encryption_enabled),
+        priority = coalesce((p_opts->>'priority')::int, priority),
+        updated_at = v_now
+    WHERE name = p_queue
+    RETURNING * INTO q;
+    IF p_opts->'delayedProcessing' IS NOT NULL OR p_opts->'windowBuffer' IS NOT NULL
+       OR p_opts->'retryDelay' IS NOT NULL THEN
+        -- when a waiting partition can be deliverable depends on them
+        UPDATE queen.ready SET not_before = NULL WHERE queue_id = q.id AND not_before IS NOT NULL;
+    END IF;
+    RETURN row_to_json(q);
+END
+$fn$;
+
+-- dlq_retry re-pushes the stored snapshot of a dead letter to its queue and
+-- partition under p_new_txid, then drops the DLQ rows of that address
+-- (only p_group's when given). Returns the push result, or null when there
+-- is no such dead letter.
+CREATE OR REPLACE FUNCTION queen.dlq_retry(p_pid uuid, p_txid text, p_group text,
+                                            p_new_txid text, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    d     queen.dlq;
+    v_res json;
+BEGIN
+    -- Delete first: a concurrent retry of the same address waits for this
+    -- one's row locks, then finds nothing and answers not found, so the
+    -- message is re-pushed exactly once.
+    WITH gone AS (
+        DELETE FROM queen.dlq
+        WHERE partition_id = p_pid AND transaction_id = p_txid
+          AND (p_group IS NULL OR consumer_group = p_group)
+        RETURNING *
+    )
+    SELECT * INTO d FROM gone ORDER BY id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- The snapshot goes back as it was stored: a sealed one stays sealed
+    -- (it is bound to this queue and partition), a plain one stays plain.
+    v_res := queen._push(json_build_array(json_build_object(
+                 'queue', d.queue_name, 'partition', d.partition_name,
+                 'payload', queen.payload_json(d.payload, d.key_id), 'keyId', d.key_id, 'snapshot', true,
+                 'transactionId', p_new_txid, 'traceId', d.trace_id)),
+             p_now);
+    RETURN v_res->0;
+END
+$fn$;
+
