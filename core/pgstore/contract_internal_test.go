@@ -155,7 +155,7 @@ func TestRoutinesReadTheKeysGoWrites(t *testing.T) {
 	}{
 		{"pop", popArg{}, nil},
 		{"_push", pushArg{}, []string{"snapshot"}},
-		{"_ack", ackArg{}, nil},
+		{"_ack_resolve", ackArg{}, nil},
 		{"configure", optionsArg{}, nil},
 		{"seek", seekArg{}, nil},
 	} {

@@ -66,50 +66,76 @@ DROP FUNCTION IF EXISTS queen._ack(json, timestamptz);
 CREATE OR REPLACE FUNCTION queen._ack(p_items json, p_now timestamptz, p_strict boolean)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    v_now              timestamptz := coalesce(p_now, clock_timestamp());
-    v_items            queen.ack_item[];
-    v_units            queen.ack_unit[] := '{}';
-    u                  record;
-    sig                record;
-    cr                 queen.consumers;
-    v_retry_limit      int;
-    v_retry_delay      int;
-    v_live_lease       boolean;
-    v_head_attempts    int;   -- attempts so far of the signal's message
-    v_highest_resolved bigint;
-    v_lowest_stop      bigint;
-    v_stop_applied     boolean;
-    v_stop_attempts    int;   -- the stop's attempts when it is a failed
-    v_dead_offs        bigint[];
-    v_dead_errors      text[];
-    v_dead_attempts    int[];
-    v_applied_dead     bigint[];
-    v_committed        bigint;
-    v_attempts         int;
-    v_released         boolean;
-    v_bad              boolean;
+    v_now   timestamptz := coalesce(p_now, clock_timestamp());
+    v_items queen.ack_item[] := queen._ack_resolve(p_items, v_now, p_strict);
+    v_units queen.ack_unit[] := '{}';
+    u       record;
 BEGIN
-    -- Lock the cursors in one fixed order.
+    IF EXISTS (SELECT 1 FROM unnest(v_items) x WHERE x.problem IS NOT NULL) THEN
+        RETURN json_build_object('ok', false, 'results', (
+            SELECT json_agg(json_build_object(
+                       'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
+                       'success', false,
+                       'error', coalesce(x.problem, 'not applied: another item of this call was rejected'),
+                       'code', CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END)
+                   ORDER BY x.idx)
+            FROM unnest(v_items) x));
+    END IF;
+    FOR u IN SELECT DISTINCT x.pid, x.grp FROM unnest(v_items) x ORDER BY 1, 2 LOOP
+        v_units := v_units || queen._ack_unit(u.pid, u.grp, v_items, v_now);
+    END LOOP;
+    RETURN queen._ack_results(v_items, v_units);
+END
+$fn$;
+
+-- _ack_problem says why an ack item must be refused, or NULL: its
+-- partition does not exist; its message was never delivered to the group
+-- (beyond the cursor's delivered window, or no cursor at all); its leaseId
+-- is not the live lease. An item at or below the cursor is a no-op, except
+-- in a transaction (p_strict), which acks each message once.
+CREATE OR REPLACE FUNCTION queen._ack_problem(p_part_missing boolean, p_grp text, p_committed bigint,
+                                               p_delivered bigint, p_off bigint, p_lease uuid,
+                                               p_cur_lease uuid, p_expires timestamptz, p_now timestamptz,
+                                               p_strict boolean)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN p_part_missing THEN 'partition not found'
+        WHEN p_committed IS NULL THEN format('message not delivered to consumer group %s', p_grp)
+        WHEN p_off IS NULL THEN
+            CASE WHEN p_strict THEN 'already committed or unknown: a transaction acks each message once' END
+        WHEN p_off > p_delivered THEN format('message not delivered to consumer group %s', p_grp)
+        WHEN p_lease IS NOT NULL AND (p_cur_lease IS DISTINCT FROM p_lease OR p_expires <= p_now)
+            THEN 'invalid or expired lease'
+    END
+$$;
+
+-- _ack_lock locks the cursors the acks name, in one fixed order.
+CREATE OR REPLACE FUNCTION queen._ack_lock(p_items json)
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    u record;
+BEGIN
     FOR u IN
         SELECT DISTINCT (i->>'partitionId')::uuid AS pid, i->>'group' AS grp
         FROM json_array_elements(p_items) i ORDER BY 1, 2
     LOOP
         PERFORM 1 FROM queen.consumers WHERE partition_id = u.pid AND group_name = u.grp FOR NO KEY UPDATE;
     END LOOP;
+END
+$fn$;
 
+-- _ack_resolve locks the cursors the acks name and resolves each item: its
+-- offset above the cursor (NULL: at or below it, a no-op) and, when it must
+-- be refused, the problem and its code.
+CREATE OR REPLACE FUNCTION queen._ack_resolve(p_items json, v_now timestamptz, p_strict boolean)
+RETURNS queen.ack_item[] LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_items queen.ack_item[];
+BEGIN
+    PERFORM queen._ack_lock(p_items);
     SELECT array_agg(ROW(it.idx, it.pid, it.grp, it.txid, it.status, it.lease, it.err, it.off,
-                         CASE
-                           WHEN it.part_missing THEN 'partition not found'
-                           WHEN it.committed IS NULL THEN
-                             format('message not delivered to consumer group %s', it.grp)
-                           WHEN it.off IS NULL THEN  -- at or below the cursor: a no-op
-                             CASE WHEN p_strict THEN 'already committed or unknown: a transaction acks each message once' END
-                           WHEN it.off > it.delivered THEN
-                             format('message not delivered to consumer group %s', it.grp)
-                           WHEN it.lease IS NOT NULL AND (it.cur_lease IS DISTINCT FROM it.lease
-                                                          OR it.expires <= v_now)
-                             THEN 'invalid or expired lease'
-                         END,
+                         queen._ack_problem(it.part_missing, it.grp, it.committed, it.delivered, it.off,
+                                            it.lease, it.cur_lease, it.expires, v_now, p_strict),
                          CASE WHEN it.part_missing THEN 'not_found' ELSE 'conflict' END)::queen.ack_item
                      ORDER BY it.idx)
     INTO v_items
@@ -170,142 +196,162 @@ BEGIN
                         queen._locate_beyond(itm.pid, itm.txid, itm.committed, itm.delivered) END AS off
         FROM itm LEFT JOIN hit ON hit.idx = itm.idx
     ) it;
+    RETURN v_items;
+END
+$fn$;
 
-    SELECT bool_or(x.problem IS NOT NULL) INTO v_bad FROM unnest(v_items) x;
-    IF v_bad THEN
-        RETURN json_build_object('ok', false, 'results', (
-            SELECT json_agg(json_build_object(
-                       'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
-                       'success', false,
-                       'error', coalesce(x.problem, 'not applied: another item of this call was rejected'),
-                       'code', CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END)
-                   ORDER BY x.idx)
-            FROM unnest(v_items) x));
+-- _ack_signals reads the call's signals for one cursor cr, each mentioned
+-- offset above the cursor with its strongest status (SPEC §3.5): the
+-- highest offset the call resolves (completed or dead-lettered), the lowest
+-- stop signal (retry, or failed with attempts left; a declined stale one
+-- still counts) and whether it applies, and the dead letters to make.
+CREATE OR REPLACE FUNCTION queen._ack_signals(cr queen.consumers, p_items queen.ack_item[], p_retry_limit int,
+                                               p_now timestamptz,
+                                               OUT highest_resolved bigint, OUT lowest_stop bigint,
+                                               OUT stop_applied boolean, OUT stop_attempts int,
+                                               OUT dead_offs bigint[], OUT dead_errors text[], OUT dead_attempts int[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    sig             record;
+    v_live_lease    boolean := cr.lease_id IS NOT NULL AND cr.lease_expires_at > p_now;
+    v_head_attempts int;   -- attempts so far of the signal's message
+BEGIN
+    stop_applied := false;
+    dead_offs := '{}';
+    dead_errors := '{}';
+    dead_attempts := '{}';
+    -- Each mentioned offset above the cursor, with its strongest status;
+    -- a dead letter keeps the first dlq item's error, else the first
+    -- failed item's.
+    FOR sig IN
+        SELECT x.off,
+               (array_agg(x.status ORDER BY CASE x.status WHEN 'dlq' THEN 4 WHEN 'failed' THEN 3
+                                                         WHEN 'retry' THEN 2 ELSE 1 END DESC))[1] AS status,
+               bool_or(x.status = 'failed') AS any_failed,
+               (array_agg(x.err ORDER BY (x.status = 'dlq') DESC, x.idx)
+                    FILTER (WHERE x.status IN ('dlq', 'failed') AND x.err IS NOT NULL))[1] AS err
+        FROM unnest(p_items) x
+        WHERE x.pid = cr.partition_id AND x.grp = cr.group_name AND x.off IS NOT NULL
+        GROUP BY x.off ORDER BY x.off
+    LOOP
+        v_head_attempts := CASE WHEN sig.off = cr.committed + 1 THEN cr.attempts ELSE 0 END;
+        IF sig.status = 'completed' THEN
+            highest_resolved := sig.off;
+        ELSIF sig.status = 'dlq' THEN
+            highest_resolved := sig.off;
+            dead_offs := array_append(dead_offs, sig.off);
+            dead_errors := array_append(dead_errors, sig.err);
+            dead_attempts := array_append(dead_attempts,
+                                            v_head_attempts + CASE WHEN sig.any_failed THEN 1 ELSE 0 END);
+        ELSIF v_live_lease AND sig.off > cr.batch_end THEN
+            -- A retry or failed from a consumer whose lease is gone: it
+            -- must not end another consumer's lease, nor be turned into
+            -- a commit. Declined, it still stops the call.
+            IF lowest_stop IS NULL THEN
+                lowest_stop := sig.off;
+            END IF;
+        ELSIF sig.status = 'failed' AND v_head_attempts + 1 > p_retry_limit THEN
+            highest_resolved := sig.off;
+            dead_offs := array_append(dead_offs, sig.off);
+            dead_errors := array_append(dead_errors, sig.err);
+            dead_attempts := array_append(dead_attempts, v_head_attempts + 1);
+        ELSIF lowest_stop IS NULL THEN
+            lowest_stop := sig.off;
+            stop_applied := true;
+            stop_attempts := CASE WHEN sig.status = 'failed' THEN v_head_attempts + 1 END;
+        END IF;
+    END LOOP;
+END
+$fn$;
+
+-- _ack_unit applies the call's acks to one cursor: the ack rule (SPEC
+-- §3.5), the dead letters at or below the new cursor, the head's attempts,
+-- the lease and the retryDelay hold. It returns what the results report.
+CREATE OR REPLACE FUNCTION queen._ack_unit(p_pid uuid, p_grp text, p_items queen.ack_item[], v_now timestamptz)
+RETURNS queen.ack_unit LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    cr             queen.consumers;
+    sg             record;
+    v_retry_limit  int;
+    v_retry_delay  int;
+    v_applied_dead bigint[] := '{}';
+    v_committed    bigint;
+    v_attempts     int;      -- the new head's
+    v_released     boolean;  -- the lease ends
+BEGIN
+    SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_grp;
+    IF NOT FOUND THEN
+        -- A subscribed group that has not read this partition: every item
+        -- is at or below its start, a no-op.
+        SELECT queen.group_position(p.id, NULL, sb.from_ts) INTO v_committed
+        FROM queen.partitions p
+        JOIN queen.queues x ON x.id = p.queue_id
+        JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = p_grp
+        WHERE p.id = p_pid;
+        RETURN ROW(p_pid, p_grp, v_committed, v_committed, false, NULL, '{}')::queen.ack_unit;
     END IF;
+    SELECT retry_limit, retry_delay_ms INTO v_retry_limit, v_retry_delay FROM queen.queues WHERE id = cr.queue_id;
+    SELECT * INTO sg FROM queen._ack_signals(cr, p_items, v_retry_limit, v_now);
 
-    FOR u IN SELECT DISTINCT x.pid, x.grp FROM unnest(v_items) x ORDER BY 1, 2 LOOP
-        SELECT * INTO cr FROM queen.consumers WHERE partition_id = u.pid AND group_name = u.grp;
-        IF NOT FOUND THEN
-            -- A subscribed group that has not read this partition: every
-            -- item is at or below its start, a no-op.
-            SELECT queen.group_position(p.id, NULL, sb.from_ts) INTO v_committed
-            FROM queen.partitions p
-            JOIN queen.queues x ON x.id = p.queue_id
-            JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = u.grp
-            WHERE p.id = u.pid;
-            v_units := v_units || ROW(u.pid, u.grp, v_committed, v_committed, false, NULL, '{}')::queen.ack_unit;
-            CONTINUE;
+    -- committed = max(C, min(highest_resolved, lowest_stop - 1))
+    v_committed := coalesce(sg.highest_resolved, cr.committed);
+    IF sg.lowest_stop IS NOT NULL THEN
+        v_committed := least(v_committed, sg.lowest_stop - 1);
+    END IF;
+    v_committed := greatest(v_committed, cr.committed);
+
+    -- Dead letters at or below the new cursor are applied.
+    FOR i IN 1 .. coalesce(array_length(sg.dead_offs, 1), 0) LOOP
+        IF sg.dead_offs[i] <= v_committed THEN
+            PERFORM queen._dead_letter(p_pid, p_grp, sg.dead_offs[i], sg.dead_errors[i],
+                                       sg.dead_attempts[i], v_now);
+            v_applied_dead := array_append(v_applied_dead, sg.dead_offs[i]);
         END IF;
-        SELECT retry_limit, retry_delay_ms INTO v_retry_limit, v_retry_delay FROM queen.queues WHERE id = cr.queue_id;
-        v_live_lease := cr.lease_id IS NOT NULL AND cr.lease_expires_at > v_now;
-        v_highest_resolved := NULL;
-        v_lowest_stop := NULL;
-        v_stop_applied := false;
-        v_stop_attempts := NULL;
-        v_dead_offs := '{}';
-        v_dead_errors := '{}';
-        v_dead_attempts := '{}';
-        v_applied_dead := '{}';
-
-        -- Each mentioned offset above the cursor, with its strongest status;
-        -- a dead letter keeps the first dlq item's error, else the first
-        -- failed item's.
-        FOR sig IN
-            SELECT x.off,
-                   (array_agg(x.status ORDER BY CASE x.status WHEN 'dlq' THEN 4 WHEN 'failed' THEN 3
-                                                             WHEN 'retry' THEN 2 ELSE 1 END DESC))[1] AS status,
-                   bool_or(x.status = 'failed') AS any_failed,
-                   (array_agg(x.err ORDER BY (x.status = 'dlq') DESC, x.idx)
-                        FILTER (WHERE x.status IN ('dlq', 'failed') AND x.err IS NOT NULL))[1] AS err
-            FROM unnest(v_items) x
-            WHERE x.pid = u.pid AND x.grp = u.grp AND x.off IS NOT NULL
-            GROUP BY x.off ORDER BY x.off
-        LOOP
-            v_head_attempts := CASE WHEN sig.off = cr.committed + 1 THEN cr.attempts ELSE 0 END;
-            IF sig.status = 'completed' THEN
-                v_highest_resolved := sig.off;
-            ELSIF sig.status = 'dlq' THEN
-                v_highest_resolved := sig.off;
-                v_dead_offs := array_append(v_dead_offs, sig.off);
-                v_dead_errors := array_append(v_dead_errors, sig.err);
-                v_dead_attempts := array_append(v_dead_attempts,
-                                                v_head_attempts + CASE WHEN sig.any_failed THEN 1 ELSE 0 END);
-            ELSIF v_live_lease AND sig.off > cr.batch_end THEN
-                -- A retry or failed from a consumer whose lease is gone: it
-                -- must not end another consumer's lease, nor be turned into
-                -- a commit. Declined, it still stops the call.
-                IF v_lowest_stop IS NULL THEN
-                    v_lowest_stop := sig.off;
-                END IF;
-            ELSIF sig.status = 'failed' AND v_head_attempts + 1 > v_retry_limit THEN
-                v_highest_resolved := sig.off;
-                v_dead_offs := array_append(v_dead_offs, sig.off);
-                v_dead_errors := array_append(v_dead_errors, sig.err);
-                v_dead_attempts := array_append(v_dead_attempts, v_head_attempts + 1);
-            ELSIF v_lowest_stop IS NULL THEN
-                v_lowest_stop := sig.off;
-                v_stop_applied := true;
-                v_stop_attempts := CASE WHEN sig.status = 'failed' THEN v_head_attempts + 1 END;
-            END IF;
-        END LOOP;
-
-        -- committed = max(C, min(highest_resolved, lowest_stop - 1))
-        v_committed := coalesce(v_highest_resolved, cr.committed);
-        IF v_lowest_stop IS NOT NULL THEN
-            v_committed := least(v_committed, v_lowest_stop - 1);
-        END IF;
-        v_committed := greatest(v_committed, cr.committed);
-
-        -- Dead letters at or below the new cursor are applied.
-        FOR i IN 1 .. coalesce(array_length(v_dead_offs, 1), 0) LOOP
-            IF v_dead_offs[i] <= v_committed THEN
-                PERFORM queen._dead_letter(u.pid, u.grp, v_dead_offs[i], v_dead_errors[i],
-                                           v_dead_attempts[i], v_now);
-                v_applied_dead := array_append(v_applied_dead, v_dead_offs[i]);
-            END IF;
-        END LOOP;
-
-        -- The new head's attempts: a failed stop right above the cursor
-        -- consumed one; a moved cursor starts a fresh head.
-        v_attempts := CASE
-            WHEN v_stop_applied AND v_lowest_stop = v_committed + 1 AND v_stop_attempts IS NOT NULL
-                THEN v_stop_attempts
-            WHEN v_committed > cr.committed THEN 0
-            ELSE cr.attempts END;
-        -- The lease ends when the cursor reaches batch_end or an applied
-        -- stop signal ends the batch; a partial ack keeps it.
-        v_released := cr.lease_id IS NOT NULL AND (v_stop_applied OR v_committed >= cr.batch_end);
-
-        UPDATE queen.consumers
-        SET committed = v_committed,
-            delivered = greatest(delivered, v_committed),
-            attempts = v_attempts,
-            head_only = CASE WHEN v_committed > cr.committed THEN false ELSE head_only END,
-            batch_end = CASE WHEN v_released THEN NULL ELSE batch_end END,
-            lease_id = CASE WHEN v_released THEN NULL ELSE lease_id END,
-            lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
-            worker_id = CASE WHEN v_released THEN NULL ELSE worker_id END,
-            -- retryDelay: an applied stop signal holds the partition back
-            retry_at = CASE WHEN v_stop_applied THEN v_now + make_interval(secs => v_retry_delay / 1000.0)
-                            WHEN v_committed > cr.committed THEN NULL
-                            ELSE retry_at END,
-            updated_at = v_now
-        WHERE partition_id = u.pid AND group_name = u.grp;
-        IF cr.retry_at IS NOT NULL AND (v_stop_applied OR v_committed > cr.committed) THEN
-            -- the hold ended with the cursor's move, or a new one replaced
-            -- it (possibly shorter, after retryDelay was lowered)
-            PERFORM queen._wake(u.pid, u.grp);
-        END IF;
-        IF v_committed >= (SELECT p.last_offset FROM queen.partitions p WHERE p.id = u.pid) THEN
-            PERFORM queen._unschedule(u.pid, u.grp);
-        END IF;
-        -- Reported as listings show it: never before the oldest stored message.
-        v_units := v_units || ROW(u.pid, u.grp, cr.committed,
-                                  queen.group_position(u.pid, v_committed, NULL), v_released,
-                                  CASE WHEN v_stop_applied THEN v_lowest_stop END,
-                                  v_applied_dead)::queen.ack_unit;
     END LOOP;
 
+    -- A failed stop right above the cursor consumed an attempt; a moved
+    -- cursor starts a fresh head.
+    v_attempts := CASE
+        WHEN sg.stop_applied AND sg.lowest_stop = v_committed + 1 AND sg.stop_attempts IS NOT NULL
+            THEN sg.stop_attempts
+        WHEN v_committed > cr.committed THEN 0
+        ELSE cr.attempts END;
+    -- at batch_end, or an applied stop signal; a partial ack keeps the lease
+    v_released := cr.lease_id IS NOT NULL AND (sg.stop_applied OR v_committed >= cr.batch_end);
+
+    UPDATE queen.consumers
+    SET committed = v_committed,
+        delivered = greatest(delivered, v_committed),
+        attempts = v_attempts,
+        head_only = CASE WHEN v_committed > cr.committed THEN false ELSE head_only END,
+        batch_end = CASE WHEN v_released THEN NULL ELSE batch_end END,
+        lease_id = CASE WHEN v_released THEN NULL ELSE lease_id END,
+        lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
+        worker_id = CASE WHEN v_released THEN NULL ELSE worker_id END,
+        -- retryDelay: an applied stop signal holds the partition back
+        retry_at = CASE WHEN sg.stop_applied THEN v_now + make_interval(secs => v_retry_delay / 1000.0)
+                        WHEN v_committed > cr.committed THEN NULL
+                        ELSE retry_at END,
+        updated_at = v_now
+    WHERE partition_id = p_pid AND group_name = p_grp;
+    IF cr.retry_at IS NOT NULL AND (sg.stop_applied OR v_committed > cr.committed) THEN
+        -- the hold ended with the cursor's move, or a new one replaced
+        -- it (possibly shorter, after retryDelay was lowered)
+        PERFORM queen._wake(p_pid, p_grp);
+    END IF;
+    IF v_committed >= (SELECT p.last_offset FROM queen.partitions p WHERE p.id = p_pid) THEN
+        PERFORM queen._unschedule(p_pid, p_grp);
+    END IF;
+    -- Reported as listings show it: never before the oldest stored message.
+    RETURN ROW(p_pid, p_grp, cr.committed, queen.group_position(p_pid, v_committed, NULL), v_released,
+               CASE WHEN sg.stop_applied THEN sg.lowest_stop END, v_applied_dead)::queen.ack_unit;
+END
+$fn$;
+
+-- _ack_results reports each item of an applied call.
+CREATE OR REPLACE FUNCTION queen._ack_results(p_items queen.ack_item[], p_units queen.ack_unit[])
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
     RETURN json_build_object('ok', true, 'results', (
         SELECT json_agg(json_build_object(
                    'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
@@ -322,8 +368,8 @@ BEGIN
                    'committed', un2.new,
                    'leaseReleased', un2.released)
                ORDER BY x.idx)
-        FROM unnest(v_items) x
-        JOIN unnest(v_units) un2 ON un2.pid = x.pid AND un2.grp = x.grp
+        FROM unnest(p_items) x
+        JOIN unnest(p_units) un2 ON un2.pid = x.pid AND un2.grp = x.grp
         JOIN queen.partitions p ON p.id = x.pid
         JOIN queen.queues xq ON xq.id = p.queue_id));
 END
