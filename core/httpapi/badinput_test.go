@@ -69,6 +69,7 @@ var badInputs = map[string][][2]string{
 		{"", `{"transactionId":"t1","partitionId":"{pid}","status":"exploded"}`},
 		{"", `{"transactionId":"t1","partitionId":"{pid}","status":"completed","leaseId":"not-a-lease"}`},
 		{"", `{"partitionId":"{pid}","status":"completed"}`}, {"", `{"transactionId":"t1","status":"completed"}`},
+		{"", `{"transactionId":"t1","partitionId":"{pid}","status":"failed","error":"stack\u0000trace"}`},
 	},
 	"POST /api/v1/ack/batch": {
 		{"", `{"acknowledgments":[]}`}, {"", `{"acknowledgments":[{"transactionId":"t1","partitionId":"{pid}","status":"completed"},{"transactionId":"nope","partitionId":"{pid}","status":"completed"}]}`},
@@ -176,7 +177,8 @@ func TestBadInputEveryRoute(t *testing.T) {
 				t.Errorf("%s %s %.80q: %d %s, want a 4xx", rt.Method, path, body, r.status, r.body)
 				continue
 			}
-			if msg := r.errorText(t); !fieldMessage.MatchString(msg) {
+			// "invalid input: …" is PostgreSQL's own text passed on: it names no field.
+			if msg := r.errorText(t); !fieldMessage.MatchString(msg) || strings.HasPrefix(msg, "invalid input:") {
 				t.Errorf("%s %s %.80q: %d %q does not say what is wrong", rt.Method, path, body, r.status, msg)
 			}
 			if after := s.snapshot(); after != before {

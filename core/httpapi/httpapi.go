@@ -351,7 +351,7 @@ func decode(r *http.Request, v any) error {
 	if !utf8.ValidString(body) {
 		return queen.Invalid("body", "must be valid UTF-8")
 	}
-	if err := queen.ValidateJSONEscapes("body", body); err != nil {
+	if err := queen.ValidateSurrogates("body", body); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(strings.NewReader(body))

@@ -233,6 +233,9 @@ func NormalizeAcks(acks []Ack) ([]Ack, error) {
 		if a.LeaseID != "" && !IsUUID(a.LeaseID) {
 			return nil, Errorf(ErrConflict, "%s: invalid or expired lease", f("leaseId"))
 		}
+		if strings.ContainsRune(a.Error, 0) {
+			return nil, Invalid(f("error"), "must not contain NUL (\\u0000)")
+		}
 		if !utf8.ValidString(a.Error) {
 			return nil, Invalid(f("error"), "must be valid UTF-8")
 		}
@@ -322,12 +325,20 @@ func (o QueueOptions) Normalize() (QueueOptions, error) {
 	return o, nil
 }
 
-// ValidateJSONEscapes refuses JSON text (field names it in the error) with a \u escape that is a lone UTF-16
-// surrogate (a high one not followed by a low one, or a low one alone) or
-// NUL (\u0000): Go's decoder would silently turn a lone surrogate into
-// U+FFFD, so a name would not round-trip, and PostgreSQL refuses both in
-// JSON text with an error that names no field.
-func ValidateJSONEscapes(field, body string) error {
+// ValidateJSONEscapes refuses JSON text (field names it in the error) with
+// a \u escape that is NUL (\u0000: PostgreSQL refuses it in JSON text with
+// an error that names no field) or a lone UTF-16 surrogate (a high one not
+// followed by a low one, or a low one alone).
+func ValidateJSONEscapes(field, text string) error { return checkEscapes(field, text, true) }
+
+// ValidateSurrogates refuses JSON text with a lone UTF-16 surrogate escape
+// only: checked on a whole request body before decoding, since Go's decoder
+// would silently turn it into U+FFFD and a name would not round-trip. (A
+// NUL in a name is refused after decoding, naming the field; in a payload
+// by ValidatePayload.)
+func ValidateSurrogates(field, text string) error { return checkEscapes(field, text, false) }
+
+func checkEscapes(field, body string, nul bool) error {
 	for i := 0; i < len(body); i++ {
 		if body[i] != '\\' || i+1 >= len(body) {
 			continue
@@ -343,7 +354,7 @@ func ValidateJSONEscapes(field, body string) error {
 		at := i - 1
 		i += 4
 		switch {
-		case r == 0:
+		case r == 0 && nul:
 			return Invalid(field, "\\u0000 (NUL) at byte %d: JSON strings here cannot hold NUL", at)
 		case r >= 0xD800 && r <= 0xDBFF:
 			if i+6 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
