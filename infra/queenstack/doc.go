@@ -10,8 +10,9 @@
 //
 // and beside it: the reaper on an EventBridge schedule, an optional SQS ingest queue
 // feeding push with partial-batch responses, and a custom resource that invokes the
-// migrate function on every create and update, before the API, the schedule and the
-// ingest mapping exist. Migrate is the only function that reads the master secret; it
+// migrate function on every create and update, before the API, the schedule, the
+// ingest mapping and the code of every other function are created or updated (so an
+// upgrade never runs new code against old SQL routines). Migrate is the only function that reads the master secret; it
 // connects directly to the database (the proxy only admits IAM logins of roles granted
 // rds_iam, which migrate is the one to create). Payloads of queues with
 // encryptionEnabled are sealed in the functions with a key ring kept in a second secret,

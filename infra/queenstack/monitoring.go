@@ -23,8 +23,8 @@ const (
 	MetricProxyPinned = "DatabaseConnectionsCurrentlySessionPinned"
 )
 
-// servingFunctions are the functions whose errors and throttles raise alarms (a failed
-// migrate fails the deploy instead).
+// servingFunctions are every function but migrate: they wait for the migration, and
+// their errors and throttles raise alarms (a failed migrate fails the deploy instead).
 var servingFunctions = []string{"push", "pop", "ack", "dlq", "admin", "reaper"}
 
 // newMonitoring defines the alarm topic, the alarms and the dashboard.

@@ -106,7 +106,15 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 	if p.Ingest() {
 		s.IngestQueue, s.IngestDLQ = newIngest(s.Stack, p, s.Functions["push"], s.Migration)
 	}
-	// Nothing reaches the database before the schema exists.
+	// Nothing reaches the database before the schema exists, and no function code
+	// that needs a migration runs before it: every function but migrate depends on
+	// the migration, so CloudFormation creates or updates their code only after the
+	// migration custom resource succeeded (on an upgrade too, where the resource
+	// changes with the migrate binary). Migrate and the provider framework that
+	// invokes it come before the migration, so they must not depend on it.
+	for _, name := range servingFunctions {
+		s.Functions[name].Node().AddDependency(s.Migration)
+	}
 	s.API.Node().AddDependency(s.Migration)
 	s.ReaperRule.Node().AddDependency(s.Migration)
 

@@ -623,6 +623,27 @@ func TestMigrationRunsAfterDatabaseAndProxyAndBeforeTraffic(t *testing.T) {
 			t.Errorf("DeployNonce %v without a nonce", p["DeployNonce"])
 		}
 
+		// No function code that needs the schema is created or updated before the
+		// migration: every function but migrate depends on it, directly.
+		for _, name := range []string{"push", "pop", "ack", "dlq", "admin", "reaper"} {
+			fn := s.resources("AWS::Lambda::Function")[s.id(s.stack.Functions[name])]
+			if !contains(dependsOn(fn), id) {
+				t.Errorf("function %s does not depend on the migration; DependsOn %v", name, dependsOn(fn))
+			}
+		}
+		// And nothing the migration needs waits for it (CloudFormation would reject
+		// the cycle at deploy time, which a synth does not check).
+		for _, dep := range s.requires(id) {
+			if contains(s.requires(dep), id) {
+				t.Errorf("dependency cycle: the migration needs %s, which needs the migration", dep)
+			}
+		}
+		for what, need := range map[string]string{"migrate function": s.id(s.stack.Functions["migrate"]), "provider": getAtt(p["ServiceToken"], "Arn")} {
+			if !contains(s.requires(id), need) {
+				t.Errorf("the migration does not need the %s (%s)", what, need)
+			}
+		}
+
 		// Nothing that sends traffic to the database exists before the migration.
 		for _, typ := range []string{"AWS::ApiGatewayV2::Api", "AWS::ApiGatewayV2::Route", "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Stage", "AWS::Events::Rule", "AWS::Lambda::EventSourceMapping"} {
 			for rid, r := range s.resources(typ) {
@@ -632,6 +653,54 @@ func TestMigrationRunsAfterDatabaseAndProxyAndBeforeTraffic(t *testing.T) {
 			}
 		}
 	})
+}
+
+// requires is every resource the resource id needs before CloudFormation may create or
+// update it: its DependsOn, Ref and Fn::GetAtt targets, transitively.
+func (s *synthesized) requires(id string) []string {
+	resources := s.json["Resources"].(map[string]any)
+	direct := func(id string) []string {
+		r, _ := resources[id].(map[string]any)
+		out := dependsOn(r)
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case []any:
+				for _, x := range v {
+					walk(x)
+				}
+			case map[string]any:
+				for k, x := range v {
+					if k == "Ref" {
+						if s, ok := x.(string); ok && resources[s] != nil {
+							out = append(out, s)
+						}
+					} else if k == "Fn::GetAtt" {
+						if a, ok := x.([]any); ok && len(a) > 0 && resources[fmt.Sprint(a[0])] != nil {
+							out = append(out, fmt.Sprint(a[0]))
+						}
+					}
+					walk(x)
+				}
+			}
+		}
+		walk(r["Properties"])
+		return out
+	}
+	seen := map[string]bool{}
+	var out []string
+	todo := direct(id)
+	for len(todo) > 0 {
+		next := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if seen[next] {
+			continue
+		}
+		seen[next] = true
+		out = append(out, next)
+		todo = append(todo, direct(next)...)
+	}
+	return out
 }
 
 func TestAlarmsAndDashboard(t *testing.T) {
