@@ -92,7 +92,10 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 
 // newProxy defines the RDS Proxy with end-to-end IAM authentication (clients and the
 // proxy itself log in with IAM tokens, no secrets) and TLS required. Its role may
-// connect to the database as the application user only.
+// connect to the database as the application user only. Its pool is bounded: a borrow
+// waits at most ProxyBorrowTimeoutSec (shorter than every function timeout, so a
+// saturated pool gives 503s, not Lambda timeouts), and the proxy opens at most
+// ProxyMaxConnectionsPercent of max_connections, leaving the rest for migrate.
 func newProxy(s awscdk.Stack, p Props, n *Network, d *Database) awsrds.DatabaseProxy {
 	role := awsiam.NewRole(s, jsii.String("ProxyRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("rds.amazonaws.com"), nil),
@@ -112,6 +115,10 @@ func newProxy(s awscdk.Stack, p Props, n *Network, d *Database) awsrds.DatabaseP
 		RequireTLS:        jsii.Bool(true),
 		Role:              role,
 		DebugLogging:      jsii.Bool(false),
+
+		BorrowTimeout:             awscdk.Duration_Seconds(jsii.Number(p.ProxyBorrowTimeoutSec)),
+		MaxConnectionsPercent:     jsii.Number(p.ProxyMaxConnectionsPercent),
+		MaxIdleConnectionsPercent: jsii.Number(p.ProxyMaxIdleConnectionsPercent),
 	})
 	return proxy
 }

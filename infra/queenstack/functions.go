@@ -98,6 +98,9 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 			sg = n.MigrateSG
 		}
 		fns[name] = newFunction(s, p, n, name, timeouts[name], sg, env)
+		if c, ok := p.ReservedConcurrency()[name]; ok && c != Unreserved {
+			fns[name].Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(c))
+		}
 	}
 
 	for _, name := range FunctionNames {

@@ -69,9 +69,14 @@ func fileSHA256(path string) string {
 }
 
 // newReaperSchedule invokes the reaper every ReaperRateMinutes. A failed pass is not
-// retried: the next tick does the same work.
+// retried: the next tick does the same work. A tick that waits (throttled while the
+// previous pass still holds the reaper's one reserved container) is dropped once the
+// next tick is due, so passes never pile up.
 func newReaperSchedule(s awscdk.Stack, p Props, reaper awslambda.Function) awsevents.Rule {
-	reaper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{RetryAttempts: jsii.Number(0)})
+	reaper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+		RetryAttempts: jsii.Number(0),
+		MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(p.ReaperRateMinutes)),
+	})
 	return awsevents.NewRule(s, jsii.String("ReaperSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("Queen reaper: expire leases, prune dedup keys, apply retention, publish metrics"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(p.ReaperRateMinutes))),
@@ -84,7 +89,10 @@ func newReaperSchedule(s awscdk.Stack, p Props, reaper awslambda.Function) awsev
 
 // newIngest defines the SQS ingest queue with its own dead-letter queue and maps it to
 // the push function with partial batch responses. The mapping starts only after the
-// migration.
+// migration and runs at most IngestMaxConcurrency push containers. A message push
+// cannot store becomes visible again after the visibility timeout and moves to the
+// DLQ after IngestMaxReceiveCount receives, i.e. after about IngestRetryMinutes: a
+// database outage or failover shorter than that needs no redrive.
 func newIngest(s awscdk.Stack, p Props, push awslambda.Function, migration constructs.IConstruct) (awssqs.Queue, awssqs.Queue) {
 	dlq := awssqs.NewQueue(s, jsii.String("IngestDeadLetterQueue"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
@@ -96,7 +104,7 @@ func newIngest(s awscdk.Stack, p Props, push awslambda.Function, migration const
 		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL: jsii.Bool(true),
 		// AWS recommends at least six times the function timeout.
-		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * p.FunctionTimeoutSec)),
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(p.IngestVisibilityTimeoutSec())),
 		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(p.IngestMaxReceiveCount)},
 		RemovalPolicy:     removal(p),
@@ -108,6 +116,7 @@ func newIngest(s awscdk.Stack, p Props, push awslambda.Function, migration const
 		BatchSize:               jsii.Number(p.IngestBatchSize),
 		MaxBatchingWindow:       batchingWindow(p.IngestBatchSize),
 		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(p.IngestMaxConcurrency),
 	})
 	mapping.Node().AddDependency(migration)
 	return q, dlq

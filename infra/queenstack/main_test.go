@@ -83,7 +83,7 @@ var (
 		return Props{AssetsDir: assetsDir, MigrationNonce: "nonce-1"}
 	}}
 	// custom: Aurora Serverless v2, JWT authorizer, no ingest queue, 5-minute reaper,
-	// RETAIN, custom thresholds, no nonce.
+	// RETAIN, custom thresholds, custom reserved concurrency, no nonce.
 	custom = &variant{props: func() Props {
 		no := false
 		return Props{
@@ -98,6 +98,12 @@ var (
 			DLQDepthThreshold: 3,
 			GroupLagThreshold: 500,
 			LogRetentionDays:  90,
+
+			PopReservedConcurrency:   Unreserved,
+			PushReservedConcurrency:  40,
+			AckReservedConcurrency:   25,
+			DLQReservedConcurrency:   2,
+			AdminReservedConcurrency: 3,
 		}
 	}}
 	variants = map[string]*variant{"defaults": defaults, "custom": custom}

@@ -3,6 +3,7 @@ package queenstack
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -68,10 +69,24 @@ const (
 	DefaultEventQueue             = "events"
 	DefaultEventPartition         = config.DefaultPartition
 	DefaultIngestBatchSize        = 10
-	DefaultIngestMaxReceiveCount  = 5
-	DefaultRemovalPolicy          = awscdk.RemovalPolicy_SNAPSHOT
-	DefaultGroupLagThreshold      = 10000
-	DefaultDBPort                 = config.DefaultDBPort
+	DefaultIngestRetryMinutes     = 30
+	DefaultIngestMaxConcurrency   = 10
+	// DefaultProxyBorrowTimeoutSec 0 derives the borrow timeout from the function
+	// timeouts: half the shortest one (see Props.ProxyBorrowTimeoutSec).
+	DefaultProxyBorrowTimeoutSec          = 0
+	DefaultProxyMaxConnectionsPercent     = 90
+	DefaultProxyMaxIdleConnectionsPercent = 50
+	DefaultRemovalPolicy                  = awscdk.RemovalPolicy_SNAPSHOT
+	// Unreserved in a *ReservedConcurrency prop reserves no concurrency.
+	Unreserved                       = -1
+	DefaultPushReservedConcurrency   = Unreserved
+	DefaultPopReservedConcurrency    = 100
+	DefaultAckReservedConcurrency    = Unreserved
+	DefaultDLQReservedConcurrency    = Unreserved
+	DefaultAdminReservedConcurrency  = Unreserved
+	DefaultReaperReservedConcurrency = 1
+	DefaultGroupLagThreshold         = 10000
+	DefaultDBPort                    = config.DefaultDBPort
 	// APIGatewayTimeoutSec is the hard limit of an HTTP API integration.
 	APIGatewayTimeoutSec = 30
 )
@@ -108,6 +123,21 @@ type Props struct {
 	// BackupRetentionDays of automated backups (1–35). Default 7.
 	BackupRetentionDays float64
 
+	// ProxyBorrowTimeoutSec is how long a request waits for a free database
+	// connection in the RDS Proxy before the proxy refuses it (the function then
+	// answers 503). It must be shorter than every timeout of a function that
+	// connects through the proxy, so callers see a 503 rather than a Lambda timeout.
+	// Default 0: half the shortest of FunctionTimeoutSec, PopTimeoutSec and
+	// ReaperTimeoutSec, rounded down (5 s with the default timeouts).
+	ProxyBorrowTimeoutSec float64
+	// ProxyMaxConnectionsPercent is the share of the database's max_connections the
+	// proxy may open (1–100). The rest stays free for migrate, which logs in directly
+	// as the master user during a deploy, and for an operator. Default 90.
+	ProxyMaxConnectionsPercent float64
+	// ProxyMaxIdleConnectionsPercent is the share of max_connections the proxy keeps
+	// open while idle (1–ProxyMaxConnectionsPercent). Default 50.
+	ProxyMaxIdleConnectionsPercent float64
+
 	// FunctionMemoryMB for every function. Default 256.
 	FunctionMemoryMB float64
 	// FunctionTimeoutSec for push, ack, dlq and admin. Default 10.
@@ -125,6 +155,23 @@ type Props struct {
 	// LogRetentionDays for function and access logs; must be a CloudWatch retention
 	// value (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, ...). Default 30.
 	LogRetentionDays float64
+
+	// Reserved concurrency of each function: a cap on its containers that is also
+	// held back for it from the account's quota. 0 means the default; Unreserved
+	// (-1) reserves nothing (the function shares the account's unreserved pool).
+	// PopReservedConcurrency defaults to 100: long polls hold a container for up to
+	// MaxWaitMS each, so 500 req/s of 20 s polls would otherwise take 10,000.
+	// ReaperReservedConcurrency defaults to 1: a reaper pass always finds a
+	// container, and two never run at once. Push, ack, dlq and admin default to
+	// Unreserved (push's ingest share is capped by IngestMaxConcurrency). Lambda
+	// refuses reservations that leave the account fewer than 100 unreserved (new
+	// accounts with a quota of 10: request an increase, or set these to -1).
+	PushReservedConcurrency   float64
+	PopReservedConcurrency    float64
+	AckReservedConcurrency    float64
+	DLQReservedConcurrency    float64
+	AdminReservedConcurrency  float64
+	ReaperReservedConcurrency float64
 
 	// Authorizer for every route. Default AuthorizerIAM.
 	Authorizer Authorizer
@@ -148,8 +195,18 @@ type Props struct {
 	EventPartitionField string
 	// IngestBatchSize is the SQS batch size (1–10000). Default 10.
 	IngestBatchSize float64
-	// IngestMaxReceiveCount is how often a message is tried before the ingest DLQ.
+	// IngestRetryMinutes is how long the ingest queue keeps retrying a message that
+	// push cannot store (a database outage, a failover) before it moves to the ingest
+	// DLQ: IngestMaxReceiveCount defaults to this divided by the visibility timeout
+	// (6 × FunctionTimeoutSec), rounded up. Default 30.
+	IngestRetryMinutes float64
+	// IngestMaxReceiveCount is how often a message is tried before the ingest DLQ
+	// (1–1000). Default derived from IngestRetryMinutes (30 with the default timeouts).
 	IngestMaxReceiveCount float64
+	// IngestMaxConcurrency caps the push containers the ingest mapping runs at once
+	// (the mapping's MaximumConcurrency, 2–1000), so a backlog cannot take the
+	// account's Lambda concurrency or the proxy's connections. Default 10.
+	IngestMaxConcurrency float64
 
 	// RemovalPolicy of stateful resources. RETAIN keeps the database (with deletion
 	// protection), its secret, the payload encryption key, queues and logs; SNAPSHOT
@@ -225,7 +282,18 @@ func (p Props) WithDefaults() Props {
 	str(&p.EventQueue, DefaultEventQueue)
 	str(&p.EventPartition, DefaultEventPartition)
 	num(&p.IngestBatchSize, DefaultIngestBatchSize)
-	num(&p.IngestMaxReceiveCount, DefaultIngestMaxReceiveCount)
+	num(&p.IngestRetryMinutes, DefaultIngestRetryMinutes)
+	num(&p.IngestMaxReceiveCount, math.Ceil(p.IngestRetryMinutes*60/p.IngestVisibilityTimeoutSec()))
+	num(&p.IngestMaxConcurrency, DefaultIngestMaxConcurrency)
+	num(&p.ProxyBorrowTimeoutSec, math.Max(1, math.Floor(p.shortestProxyClientTimeoutSec()/2)))
+	num(&p.ProxyMaxConnectionsPercent, DefaultProxyMaxConnectionsPercent)
+	num(&p.ProxyMaxIdleConnectionsPercent, DefaultProxyMaxIdleConnectionsPercent)
+	num(&p.PushReservedConcurrency, DefaultPushReservedConcurrency)
+	num(&p.PopReservedConcurrency, DefaultPopReservedConcurrency)
+	num(&p.AckReservedConcurrency, DefaultAckReservedConcurrency)
+	num(&p.DLQReservedConcurrency, DefaultDLQReservedConcurrency)
+	num(&p.AdminReservedConcurrency, DefaultAdminReservedConcurrency)
+	num(&p.ReaperReservedConcurrency, DefaultReaperReservedConcurrency)
 	if p.RemovalPolicy == "" {
 		p.RemovalPolicy = DefaultRemovalPolicy
 	}
@@ -235,6 +303,25 @@ func (p Props) WithDefaults() Props {
 
 // Ingest reports whether the SQS ingest queue is enabled (after WithDefaults).
 func (p Props) Ingest() bool { return p.IngestQueue == nil || *p.IngestQueue }
+
+// IngestVisibilityTimeoutSec is the ingest queue's visibility timeout: six times the
+// push timeout, as AWS recommends for a queue that feeds a function.
+func (p Props) IngestVisibilityTimeoutSec() float64 { return 6 * p.FunctionTimeoutSec }
+
+// shortestProxyClientTimeoutSec is the shortest timeout of a function that connects
+// through the proxy (every one but migrate).
+func (p Props) shortestProxyClientTimeoutSec() float64 {
+	return min(p.FunctionTimeoutSec, p.PopTimeoutSec, p.ReaperTimeoutSec)
+}
+
+// ReservedConcurrency is the reserved concurrency of each function but migrate (after
+// WithDefaults); Unreserved means none. Migrate runs once per deploy and reserves none.
+func (p Props) ReservedConcurrency() map[string]float64 {
+	return map[string]float64{
+		"push": p.PushReservedConcurrency, "pop": p.PopReservedConcurrency, "ack": p.AckReservedConcurrency,
+		"dlq": p.DLQReservedConcurrency, "admin": p.AdminReservedConcurrency, "reaper": p.ReaperReservedConcurrency,
+	}
+}
 
 // retentionDays maps the retention periods CloudWatch Logs accepts, in days, to CDK's enum.
 var retentionDays = map[float64]awslogs.RetentionDays{
@@ -307,6 +394,29 @@ func (p Props) Validate() error {
 	}
 	if p.AuroraMinCapacity < 0 || p.AuroraMaxCapacity < p.AuroraMinCapacity {
 		bad("aurora capacity %v..%v is not a valid range", p.AuroraMinCapacity, p.AuroraMaxCapacity)
+	}
+	if p.ProxyBorrowTimeoutSec < 1 || p.ProxyBorrowTimeoutSec >= p.shortestProxyClientTimeoutSec() || p.ProxyBorrowTimeoutSec != math.Trunc(p.ProxyBorrowTimeoutSec) {
+		bad("proxyBorrowTimeoutSec %v: want whole seconds >= 1, shorter than the shortest function timeout %v", p.ProxyBorrowTimeoutSec, p.shortestProxyClientTimeoutSec())
+	}
+	if p.ProxyMaxConnectionsPercent < 1 || p.ProxyMaxConnectionsPercent > 100 {
+		bad("proxyMaxConnectionsPercent %v: want 1..100 (below 100 leaves room for migrate)", p.ProxyMaxConnectionsPercent)
+	}
+	if p.ProxyMaxIdleConnectionsPercent < 1 || p.ProxyMaxIdleConnectionsPercent > p.ProxyMaxConnectionsPercent {
+		bad("proxyMaxIdleConnectionsPercent %v: want 1..proxyMaxConnectionsPercent (%v)", p.ProxyMaxIdleConnectionsPercent, p.ProxyMaxConnectionsPercent)
+	}
+	for _, name := range FunctionNames {
+		if c, ok := p.ReservedConcurrency()[name]; ok && c != Unreserved && (c < 1 || c != math.Trunc(c)) {
+			bad("%sReservedConcurrency %v: want a whole number >= 1, or %d for none", name, c, Unreserved)
+		}
+	}
+	if p.IngestMaxReceiveCount < 1 || p.IngestMaxReceiveCount > 1000 {
+		bad("ingestMaxReceiveCount %v: want 1..1000", p.IngestMaxReceiveCount)
+	}
+	if p.IngestMaxConcurrency < 2 || p.IngestMaxConcurrency > 1000 {
+		bad("ingestMaxConcurrency %v: want 2..1000", p.IngestMaxConcurrency)
+	}
+	if p.Ingest() && p.PushReservedConcurrency != Unreserved && p.PushReservedConcurrency < p.IngestMaxConcurrency {
+		bad("pushReservedConcurrency %v is below ingestMaxConcurrency %v: the mapping would be throttled and dead-letter messages", p.PushReservedConcurrency, p.IngestMaxConcurrency)
 	}
 	if p.IngestBatchSize < 1 || p.IngestBatchSize > 10000 {
 		bad("ingestBatchSize %v: want 1..10000", p.IngestBatchSize)
@@ -412,6 +522,18 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("throttleRateLimit", &p.ThrottleRateLimit)
 	num("throttleBurstLimit", &p.ThrottleBurstLimit)
 	num("reaperRateMinutes", &p.ReaperRateMinutes)
+	num("proxyBorrowTimeoutSec", &p.ProxyBorrowTimeoutSec)
+	num("proxyMaxConnectionsPercent", &p.ProxyMaxConnectionsPercent)
+	num("proxyMaxIdleConnectionsPercent", &p.ProxyMaxIdleConnectionsPercent)
+	num("pushReservedConcurrency", &p.PushReservedConcurrency)
+	num("popReservedConcurrency", &p.PopReservedConcurrency)
+	num("ackReservedConcurrency", &p.AckReservedConcurrency)
+	num("dlqReservedConcurrency", &p.DLQReservedConcurrency)
+	num("adminReservedConcurrency", &p.AdminReservedConcurrency)
+	num("reaperReservedConcurrency", &p.ReaperReservedConcurrency)
+	num("ingestMaxConcurrency", &p.IngestMaxConcurrency)
+	num("ingestMaxReceiveCount", &p.IngestMaxReceiveCount)
+	num("ingestRetryMinutes", &p.IngestRetryMinutes)
 	p.IngestQueue = boolean("ingestQueue")
 	str("eventQueue", &p.EventQueue)
 	str("eventPartition", &p.EventPartition)

@@ -17,6 +17,20 @@ func TestWithDefaults(t *testing.T) {
 		p.AppUser != "queen_app" || p.DatabaseName != "queen" || p.MaxWaitMS != 20000 || p.PopTimeoutSec != 29 {
 		t.Errorf("defaults not applied: %+v", p)
 	}
+	if p.ProxyBorrowTimeoutSec != 5 || p.ProxyMaxConnectionsPercent != 90 || p.ProxyMaxIdleConnectionsPercent != 50 {
+		t.Errorf("proxy pool defaults: borrow %v s, max %v%%, idle %v%%", p.ProxyBorrowTimeoutSec, p.ProxyMaxConnectionsPercent, p.ProxyMaxIdleConnectionsPercent)
+	}
+	if want := map[string]float64{"push": Unreserved, "pop": 100, "ack": Unreserved, "dlq": Unreserved, "admin": Unreserved, "reaper": 1}; !equal(p.ReservedConcurrency(), want) {
+		t.Errorf("reserved concurrency %v, want %v", p.ReservedConcurrency(), want)
+	}
+	if p.IngestMaxConcurrency != 10 || p.IngestMaxReceiveCount != 30 {
+		t.Errorf("ingest: max concurrency %v, max receive count %v", p.IngestMaxConcurrency, p.IngestMaxReceiveCount)
+	}
+	// The derived defaults follow the props they derive from.
+	d := Props{FunctionTimeoutSec: 3, PopTimeoutSec: 25}.WithDefaults()
+	if d.ProxyBorrowTimeoutSec != 1 || d.IngestMaxReceiveCount != 100 {
+		t.Errorf("3 s functions: borrow %v s (want 1), max receives %v (want 30 min / 18 s = 100)", d.ProxyBorrowTimeoutSec, d.IngestMaxReceiveCount)
+	}
 	off := false
 	if (Props{IngestQueue: &off}).WithDefaults().Ingest() {
 		t.Errorf("an explicit IngestQueue=false was overridden")
@@ -47,6 +61,14 @@ func TestValidate(t *testing.T) {
 		"sql in user":           {func(p *Props) { p.AppUser = "app; drop" }, "appUser"},
 		"same users":            {func(p *Props) { p.AppUser = p.MasterUser }, "must differ"},
 		"missing assets":        {func(p *Props) { p.AssetsDir = t.TempDir() }, "run `make build`"},
+		"borrow too long":       {func(p *Props) { p.ProxyBorrowTimeoutSec = 10 }, "proxyBorrowTimeoutSec"},
+		"proxy takes all":       {func(p *Props) { p.ProxyMaxConnectionsPercent = 101 }, "proxyMaxConnectionsPercent"},
+		"idle above max":        {func(p *Props) { p.ProxyMaxIdleConnectionsPercent = 95 }, "proxyMaxIdleConnectionsPercent"},
+		"fractional reserve":    {func(p *Props) { p.AckReservedConcurrency = 2.5 }, "ackReservedConcurrency"},
+		"negative reserve":      {func(p *Props) { p.PopReservedConcurrency = -5 }, "popReservedConcurrency"},
+		"ingest cap of one":     {func(p *Props) { p.IngestMaxConcurrency = 1 }, "ingestMaxConcurrency"},
+		"push below ingest":     {func(p *Props) { p.PushReservedConcurrency = 5 }, "pushReservedConcurrency"},
+		"too many receives":     {func(p *Props) { p.IngestMaxReceiveCount = 1001 }, "ingestMaxReceiveCount"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -65,6 +87,7 @@ func TestPropsFromContext(t *testing.T) {
 		"assetsDir": "/tmp/a", "engine": "Aurora", "authorizer": "JWT", "jwtIssuer": "https://i/",
 		"jwtAudience": "a, b,", "reaperRateMinutes": "5", "ingestQueue": "false", "removalPolicy": "destroy",
 		"functionMemoryMb": 512.0, "multiAz": true, "groupLagThreshold": "250",
+		"popReservedConcurrency": "-1", "reaperReservedConcurrency": 2.0, "ingestMaxConcurrency": "20", "proxyBorrowTimeoutSec": "3",
 	}
 	p, err := PropsFromContext(func(k string) any { return ctx[k] })
 	if err != nil {
@@ -72,7 +95,8 @@ func TestPropsFromContext(t *testing.T) {
 	}
 	if p.AssetsDir != "/tmp/a" || p.Engine != EngineAurora || p.Authorizer != AuthorizerJWT || p.JWTIssuer != "https://i/" ||
 		strings.Join(p.JWTAudience, "|") != "a|b" || p.ReaperRateMinutes != 5 || p.Ingest() ||
-		p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY || p.FunctionMemoryMB != 512 || !p.MultiAZ || p.GroupLagThreshold != 250 {
+		p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY || p.FunctionMemoryMB != 512 || !p.MultiAZ || p.GroupLagThreshold != 250 ||
+		p.PopReservedConcurrency != Unreserved || p.ReaperReservedConcurrency != 2 || p.IngestMaxConcurrency != 20 || p.ProxyBorrowTimeoutSec != 3 {
 		t.Errorf("parsed %+v", p)
 	}
 	if _, err := PropsFromContext(func(k string) any { return map[string]any{"reaperRateMinutes": "often", "ingestQueue": "maybe"}[k] }); err == nil ||

@@ -244,6 +244,68 @@ func TestProxyRequiresIAMAuthAndTLS(t *testing.T) {
 	})
 }
 
+// The proxy's pool: a borrow gives up before any function that waits on it times
+// out, and the proxy leaves part of max_connections to migrate.
+func TestProxyPoolBounded(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		_, tg := s.one(t, "AWS::RDS::DBProxyTargetGroup")
+		pool, _ := props(tg)["ConnectionPoolConfigurationInfo"].(map[string]any)
+		borrow, _ := pool["ConnectionBorrowTimeout"].(float64)
+		if borrow < 1 {
+			t.Fatalf("ConnectionBorrowTimeout %v, want set (RDS's default is 120 s)", pool["ConnectionBorrowTimeout"])
+		}
+		for _, name := range []string{"push", "pop", "ack", "dlq", "admin", "reaper"} {
+			fn := s.resources("AWS::Lambda::Function")[s.id(s.stack.Functions[name])]
+			if timeout := props(fn)["Timeout"].(float64); borrow > timeout/2 {
+				t.Errorf("borrow timeout %v s is not well under %s's timeout %v s", borrow, name, timeout)
+			}
+		}
+		maxPct, _ := pool["MaxConnectionsPercent"].(float64)
+		if maxPct != s.stack.Props.ProxyMaxConnectionsPercent || maxPct >= 100 || maxPct < 50 {
+			t.Errorf("MaxConnectionsPercent %v, want %v (room left for migrate)", pool["MaxConnectionsPercent"], s.stack.Props.ProxyMaxConnectionsPercent)
+		}
+		if idle, _ := pool["MaxIdleConnectionsPercent"].(float64); idle < 1 || idle > maxPct || idle != s.stack.Props.ProxyMaxIdleConnectionsPercent {
+			t.Errorf("MaxIdleConnectionsPercent %v, want %v", pool["MaxIdleConnectionsPercent"], s.stack.Props.ProxyMaxIdleConnectionsPercent)
+		}
+	})
+	if got := defaults.get(t).stack.Props.ProxyBorrowTimeoutSec; got != 5 {
+		t.Errorf("default borrow timeout %v s, want 5 (half the 10 s function timeout)", got)
+	}
+}
+
+// Every function's concurrency is bounded by a prop: pop (long polls) and the reaper
+// reserve by default, and the ingest mapping caps its share of push.
+func TestConcurrencyBounded(t *testing.T) {
+	for name, want := range map[string]map[string]any{
+		"defaults": {"pop": 100.0, "reaper": 1.0, "push": nil, "ack": nil, "dlq": nil, "admin": nil, "migrate": nil},
+		"custom":   {"pop": nil, "reaper": 1.0, "push": 40.0, "ack": 25.0, "dlq": 2.0, "admin": 3.0, "migrate": nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := variants[name].get(t)
+			for fn, w := range want {
+				r := s.resources("AWS::Lambda::Function")[s.id(s.stack.Functions[fn])]
+				if got := props(r)["ReservedConcurrentExecutions"]; got != w {
+					t.Errorf("%s: ReservedConcurrentExecutions %v, want %v", fn, got, w)
+				}
+			}
+			// A reaper tick that waits for the previous pass is dropped by the next.
+			reaper := s.id(s.stack.Functions["reaper"])
+			var found bool
+			for _, c := range s.resources("AWS::Lambda::EventInvokeConfig") {
+				if ref(props(c)["FunctionName"]) == reaper {
+					found = true
+					if age := props(c)["MaximumEventAgeInSeconds"]; age != s.stack.Props.ReaperRateMinutes*60 {
+						t.Errorf("reaper MaximumEventAgeInSeconds %v, want the period %v", age, s.stack.Props.ReaperRateMinutes*60)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no async invoke config on the reaper")
+			}
+		})
+	}
+}
+
 func refsOf(v any) []string {
 	var out []string
 	for _, x := range asList(v) {
@@ -866,17 +928,27 @@ func TestIngestQueue(t *testing.T) {
 			t.Fatalf("want the ingest queue and its DLQ, got %d queues", len(queues))
 		}
 		p := props(q)
-		if getAtt(path(p, "RedrivePolicy", "deadLetterTargetArn"), "Arn") != s.id(s.stack.IngestDLQ) ||
-			path(p, "RedrivePolicy", "maxReceiveCount") != float64(DefaultIngestMaxReceiveCount) {
+		if getAtt(path(p, "RedrivePolicy", "deadLetterTargetArn"), "Arn") != s.id(s.stack.IngestDLQ) {
 			t.Errorf("redrive policy %s", toJSON(t, p["RedrivePolicy"]))
 		}
-		if vt, _ := p["VisibilityTimeout"].(float64); vt < 6*DefaultFunctionTimeoutSec {
-			t.Errorf("visibility timeout %v below 6x the push timeout", p["VisibilityTimeout"])
+		vt, _ := p["VisibilityTimeout"].(float64)
+		if vt < 2*DefaultFunctionTimeoutSec || vt > 6*DefaultFunctionTimeoutSec {
+			t.Errorf("visibility timeout %v s, want 2–6x the push timeout (%v s)", vt, DefaultFunctionTimeoutSec)
+		}
+		// A database outage of up to 30 minutes (DefaultIngestRetryMinutes) does not
+		// dead-letter a message: it is received maxReceiveCount times, one visibility
+		// timeout apart, before it moves to the DLQ.
+		receives, _ := path(p, "RedrivePolicy", "maxReceiveCount").(float64)
+		if receives*vt < 30*60 {
+			t.Errorf("maxReceiveCount %v × visibility %v s = %v s: a 30-minute outage dead-letters ingest messages", receives, vt, receives*vt)
 		}
 		_, m := s.one(t, "AWS::Lambda::EventSourceMapping")
 		mp := props(m)
 		if ref(mp["FunctionName"]) != s.id(s.stack.Functions["push"]) || getAtt(mp["EventSourceArn"], "Arn") != s.id(s.stack.IngestQueue) {
 			t.Errorf("mapping %s, want ingest queue → push", toJSON(t, mp))
+		}
+		if path(mp, "ScalingConfig", "MaximumConcurrency") != float64(DefaultIngestMaxConcurrency) {
+			t.Errorf("mapping MaximumConcurrency %v, want %v", path(mp, "ScalingConfig", "MaximumConcurrency"), DefaultIngestMaxConcurrency)
 		}
 		if !equal(mp["FunctionResponseTypes"], []any{"ReportBatchItemFailures"}) {
 			t.Errorf("mapping without partial batch responses: %v", mp["FunctionResponseTypes"])
