@@ -5,7 +5,7 @@
 //
 //	caller ──HTTPS──▶ HTTP API (IAM or JWT authorizer, throttled, access-logged)
 //	       ──▶ push | pop | ack | dlq | admin  (Lambda, arm64, provided.al2023, in the VPC)
-//	       ──IAM token, TLS──▶ RDS Proxy (end-to-end IAM auth, TLS required)
+//	       ──IAM token, TLS verify-full──▶ RDS Proxy (end-to-end IAM auth, TLS required)
 //	       ──IAM──▶ PostgreSQL (RDS instance or Aurora Serverless v2, encrypted, private)
 //
 // and beside it: the reaper on an EventBridge schedule, an optional SQS ingest queue

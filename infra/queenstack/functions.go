@@ -61,7 +61,7 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 		EnvDBName:    p.DatabaseName,
 		EnvDBUser:    p.AppUser,
 		EnvDBIAMAuth: "true",
-		EnvDBSSLMode: "require",
+		EnvDBSSLMode: DBSSLMode, // verify-full: see tls.go
 		EnvMaxWaitMS: strconv.FormatFloat(p.MaxWaitMS, 'f', -1, 64),
 		EnvLogLevel:  p.LogLevel,
 	}
@@ -95,9 +95,15 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 			env[EnvDBHost] = *d.Host
 			env[EnvDBIAMAuth] = "false"
 			env[EnvDBSecretARN] = *d.Secret.SecretArn()
+			// The database's certificate comes from the RDS CA, which the layer
+			// below provides (tls.go).
+			env[EnvPGSSLRootCert] = RDSCABundlePath
 			sg = n.MigrateSG
 		}
 		fns[name] = newFunction(s, p, n, name, timeouts[name], sg, env)
+		if name == "migrate" {
+			fns[name].AddLayers(newRDSCALayer(s))
+		}
 		if c, ok := p.ReservedConcurrency()[name]; ok && c != Unreserved {
 			fns[name].Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(c))
 		}

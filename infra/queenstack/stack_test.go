@@ -1,8 +1,11 @@
 package queenstack
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +13,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 
 	routetable "github.com/queen-serverless/queen/core/routes"
 )
@@ -612,7 +618,7 @@ func TestNoSecretValueInFunctionEnvironment(t *testing.T) {
 				} else if getAtt(vars[EnvDBHost], "Endpoint") != s.id(s.stack.Proxy) {
 					t.Errorf("%s: %s = %s, want the proxy endpoint", name, EnvDBHost, toJSON(t, vars[EnvDBHost]))
 				}
-				for k, want := range map[string]string{EnvDBPort: "5432", EnvDBName: "queen", EnvDBUser: "queen_app", EnvDBSSLMode: "require", EnvMaxWaitMS: "20000", EnvLogLevel: "info"} {
+				for k, want := range map[string]string{EnvDBPort: "5432", EnvDBName: "queen", EnvDBUser: "queen_app", EnvDBSSLMode: "verify-full", EnvMaxWaitMS: "20000", EnvLogLevel: "info"} {
 					if vars[k] != want {
 						t.Errorf("%s: %s = %v, want %q", name, k, vars[k], want)
 					}
@@ -623,6 +629,69 @@ func TestNoSecretValueInFunctionEnvironment(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Every function verifies the database's certificate and host name: the serving
+// functions against the system roots (the proxy's certificate is from Amazon's public
+// CA), migrate against the RDS CA bundle its layer provides.
+func TestTLSVerifyFull(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		layers := s.resources("AWS::Lambda::LayerVersion")
+		for name, fn := range s.stack.Functions {
+			p := props(s.resources("AWS::Lambda::Function")[s.id(fn)])
+			vars, _ := path(p, "Environment", "Variables").(map[string]any)
+			if vars[EnvDBSSLMode] != "verify-full" {
+				t.Errorf("%s: %s = %v, want verify-full", name, EnvDBSSLMode, vars[EnvDBSSLMode])
+			}
+			if name != "migrate" {
+				if vars["PGSSLROOTCERT"] != nil || p["Layers"] != nil {
+					t.Errorf("%s: root certificate %v, layers %v; the proxy's certificate verifies against the system roots", name, vars["PGSSLROOTCERT"], p["Layers"])
+				}
+				continue
+			}
+			if vars["PGSSLROOTCERT"] != "/opt/rds-ca-bundle.pem" {
+				t.Errorf("migrate: PGSSLROOTCERT = %v, want /opt/rds-ca-bundle.pem", vars["PGSSLROOTCERT"])
+			}
+			ls := refsOf(p["Layers"])
+			if len(ls) != 1 || layers[ls[0]] == nil {
+				t.Fatalf("migrate: layers %v, want the RDS CA layer", p["Layers"])
+			}
+			// The layer's staged asset holds the bundle at the layer's root (/opt).
+			key, _ := path(props(layers[ls[0]]), "Content", "S3Key").(string)
+			asset := "asset." + strings.TrimSuffix(key, ".zip")
+			got, err := os.ReadFile(filepath.Join(*awscdk.Stage_Of(s.stack.Stack).AssetOutdir(), asset, "rds-ca-bundle.pem"))
+			if err != nil || !bytes.Equal(got, RDSCABundle) {
+				t.Errorf("RDS CA layer asset %q does not hold the bundle: %v", asset, err)
+			}
+		}
+	})
+}
+
+// The RDS CA bundle parses, is current, and has the CA that signs new RDS instances'
+// certificates in the regions Queen is most often deployed to.
+func TestRDSCABundle(t *testing.T) {
+	rest := RDSCABundle
+	subjects := map[string]bool{}
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.IsCA || time.Now().After(c.NotAfter) {
+			t.Errorf("%s: CA %v, expires %v", c.Subject.CommonName, c.IsCA, c.NotAfter)
+		}
+		subjects[c.Subject.CommonName] = true
+	}
+	for _, region := range []string{"us-east-1", "eu-west-1", "ap-southeast-2"} {
+		if cn := "Amazon RDS " + region + " Root CA RSA2048 G1"; !subjects[cn] {
+			t.Errorf("bundle lacks %q (%d certificates)", cn, len(subjects))
+		}
+	}
 }
 
 func TestReaperScheduledAtConfiguredRate(t *testing.T) {
