@@ -18,6 +18,16 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 	var d Database
 	switch p.Engine {
 	case EngineAurora:
+		var readers *[]awsrds.IClusterInstance
+		if p.MultiAZ {
+			// A reader in the same tier as the writer scales with it, so it can
+			// take over at once.
+			readers = &[]awsrds.IClusterInstance{awsrds.ClusterInstance_ServerlessV2(jsii.String("reader"), &awsrds.ServerlessV2ClusterInstanceProps{
+				PubliclyAccessible:      jsii.Bool(false),
+				AutoMinorVersionUpgrade: jsii.Bool(true),
+				ScaleWithWriter:         jsii.Bool(true),
+			})}
+		}
 		c := awsrds.NewDatabaseCluster(s, jsii.String("Database"), &awsrds.DatabaseClusterProps{
 			Engine: awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
 				Version: awsrds.AuroraPostgresEngineVersion_VER_17_7(),
@@ -26,6 +36,7 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 				PubliclyAccessible:      jsii.Bool(false),
 				AutoMinorVersionUpgrade: jsii.Bool(true),
 			}),
+			Readers:                 readers,
 			ServerlessV2MinCapacity: jsii.Number(p.AuroraMinCapacity),
 			ServerlessV2MaxCapacity: jsii.Number(p.AuroraMaxCapacity),
 			Vpc:                     n.Vpc,

@@ -106,7 +106,22 @@ var (
 			AdminReservedConcurrency: 3,
 		}
 	}}
-	variants = map[string]*variant{"defaults": defaults, "custom": custom}
+	// production: the production profile of cdk.json, read by PropsFromContext as
+	// `cdk deploy` would with "profile": "production" and the keys it requires.
+	production = &variant{props: func() Props {
+		ctx, err := cdkContext()
+		if err != nil {
+			panic(err)
+		}
+		ctx["profile"], ctx["alarmEmail"], ctx["authorizer"] = ProfileProduction, "ops@example.com", "iam"
+		p, err := PropsFromContext(func(k string) any { return ctx[k] })
+		if err != nil {
+			panic(err)
+		}
+		p.AssetsDir, p.MigrationNonce = assetsDir, "nonce-1"
+		return p
+	}}
+	variants = map[string]*variant{"defaults": defaults, "custom": custom, "production": production}
 )
 
 // synth builds the stack in an app carrying the feature flags of cdk.json, so the
@@ -117,6 +132,21 @@ func synth(p Props) (s *synthesized, err error) {
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
+	ctx, err := cdkContext()
+	if err != nil {
+		return nil, err
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, AnalyticsReporting: jsii.Bool(false)})
+	st, err := New(app, "QueenTest", nil, p)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := assertions.Template_FromStack(st.Stack, nil)
+	return &synthesized{stack: st, template: tmpl, json: *tmpl.ToJSON()}, nil
+}
+
+// cdkContext is the context of cdk.json.
+func cdkContext() (map[string]any, error) {
 	raw, err := os.ReadFile(filepath.Join("..", "cdk.json"))
 	if err != nil {
 		return nil, err
@@ -127,13 +157,7 @@ func synth(p Props) (s *synthesized, err error) {
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, fmt.Errorf("cdk.json: %w", err)
 	}
-	app := awscdk.NewApp(&awscdk.AppProps{Context: &cfg.Context, AnalyticsReporting: jsii.Bool(false)})
-	st, err := New(app, "QueenTest", nil, p)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := assertions.Template_FromStack(st.Stack, nil)
-	return &synthesized{stack: st, template: tmpl, json: *tmpl.ToJSON()}, nil
+	return cfg.Context, nil
 }
 
 // forEachVariant runs fn as a parallel subtest per variant.

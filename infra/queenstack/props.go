@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -107,7 +108,9 @@ type Props struct {
 	// grows automatically up to MaxAllocatedStorageGiB.
 	AllocatedStorageGiB    float64
 	MaxAllocatedStorageGiB float64
-	// MultiAZ runs a standby instance in a second zone (EngineInstance only).
+	// MultiAZ runs a standby in a second zone: a Multi-AZ RDS instance, or with
+	// EngineAurora a Serverless v2 reader that scales with the writer (the failover
+	// target). Default false; the production profile sets it.
 	MultiAZ bool
 	// AuroraMinCapacity and AuroraMaxCapacity bound the Serverless v2 writer, in ACUs.
 	AuroraMinCapacity float64
@@ -228,6 +231,10 @@ type Props struct {
 	PinnedConnectionsThreshold float64
 	// AlarmEmail, when set, subscribes this address to the alarm topic.
 	AlarmEmail string
+
+	// Profile is the name of the context profile PropsFromContext applied ("" for
+	// none); a stack with a profile gets CloudFormation termination protection.
+	Profile string
 
 	// MigrationNonce is passed to the migration custom resource. A value that changes
 	// on every synth (main uses the synth time) makes CloudFormation run the
@@ -456,9 +463,42 @@ func isIdentifier(s string) bool {
 // values from cdk.json); lookup returns nil for an absent key. Unset keys keep their
 // zero value, so WithDefaults applies. It is the only place stack settings are parsed;
 // the keys are those read below, documented in README.md (Deploying to AWS, Configuration).
+//
+// Profiles: the context key "profiles" (in cdk.json) maps a profile name to settings,
+// and the key "profile" selects one. A selected profile's settings hold as if given
+// as context, and they are fixed: the same key given elsewhere (cdk.json, -c) with
+// another value is an error, so a deploy cannot quietly weaken them; to change one,
+// edit the profile. A profile's "require" lists keys that must be given outside it
+// (cdk.json beside "profile", or -c), such as the alarm e-mail and the authorizer,
+// which differ between deployments but must not silently revert. Select the profile
+// in the deployment's cdk.json ("profile": "production"), not with -c, so that a
+// deploy without flags keeps it.
 func PropsFromContext(lookup func(key string) any) (Props, error) {
 	var p Props
 	var errs []error
+	profile, err := selectProfile(lookup)
+	if err != nil {
+		return p, err
+	}
+	if profile.name != "" {
+		p.Profile = profile.name
+		base := lookup
+		lookup = func(key string) any {
+			v, fixed := profile.settings[key]
+			if !fixed {
+				return base(key)
+			}
+			if given := base(key); given != nil && !sameSetting(given, v) {
+				errs = append(errs, fmt.Errorf("context %s=%v: profile %q fixes it to %v (edit the profile in cdk.json to change it)", key, given, profile.name, v))
+			}
+			return v
+		}
+		for _, key := range profile.require {
+			if v := lookup(key); v == nil || strings.TrimSpace(fmt.Sprint(v)) == "" {
+				errs = append(errs, fmt.Errorf("context %s: profile %q requires it (set it in cdk.json beside \"profile\", so every deploy has it)", key, profile.name))
+			}
+		}
+	}
 	get := func(key string) (string, bool) {
 		v := lookup(key)
 		if v == nil {
@@ -503,6 +543,7 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	if b := boolean("multiAz"); b != nil {
 		p.MultiAZ = *b
 	}
+	num("backupRetentionDays", &p.BackupRetentionDays)
 	num("auroraMinCapacity", &p.AuroraMinCapacity)
 	num("auroraMaxCapacity", &p.AuroraMaxCapacity)
 	num("functionMemoryMb", &p.FunctionMemoryMB)
@@ -545,4 +586,53 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("dlqDepthThreshold", &p.DLQDepthThreshold)
 	num("groupLagThreshold", &p.GroupLagThreshold)
 	return p, errors.Join(errs...)
+}
+
+// ProfileProduction is the profile cdk.json defines for production deployments:
+// Multi-AZ, RETAIN (which turns on deletion protection), longer backups, and an alarm
+// e-mail and an explicit authorizer required.
+const ProfileProduction = "production"
+
+// profile is a selected context profile.
+type profile struct {
+	name     string
+	settings map[string]any
+	require  []string
+}
+
+// selectProfile reads the "profile" and "profiles" context keys.
+func selectProfile(lookup func(key string) any) (profile, error) {
+	v := lookup("profile")
+	if v == nil || strings.TrimSpace(fmt.Sprint(v)) == "" {
+		return profile{}, nil
+	}
+	name := strings.TrimSpace(fmt.Sprint(v))
+	all, _ := lookup("profiles").(map[string]any)
+	def, ok := all[name].(map[string]any)
+	if !ok {
+		known := make([]string, 0, len(all))
+		for k := range all {
+			known = append(known, k)
+		}
+		slices.Sort(known)
+		return profile{}, fmt.Errorf("context profile=%s: no such profile in the context key \"profiles\" (cdk.json); known: %s", name, strings.Join(known, ", "))
+	}
+	p := profile{name: name, settings: map[string]any{}}
+	for k, v := range def {
+		if k == "require" {
+			list, _ := v.([]any)
+			for _, r := range list {
+				p.require = append(p.require, fmt.Sprint(r))
+			}
+			continue
+		}
+		p.settings[k] = v
+	}
+	return p, nil
+}
+
+// sameSetting compares two context values the way PropsFromContext reads them: a
+// string "true" from -c is the JSON true of cdk.json, "retain" is "RETAIN".
+func sameSetting(a, b any) bool {
+	return strings.EqualFold(strings.TrimSpace(fmt.Sprint(a)), strings.TrimSpace(fmt.Sprint(b)))
 }

@@ -115,3 +115,65 @@ func TestDefaultsAreTheFunctions(t *testing.T) {
 		t.Errorf("DefaultMaxWaitMS %v, the functions' default %v", DefaultMaxWaitMS, config.DefaultMaxWaitLambda)
 	}
 }
+
+// The production profile of cdk.json: its settings hold without any -c flag, a flag
+// cannot weaken them, and it refuses to deploy without an alarm e-mail and an
+// explicit authorizer.
+func TestPropsFromContextProductionProfile(t *testing.T) {
+	ctx, err := cdkContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(extra map[string]any) func(string) any {
+		return func(k string) any {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return ctx[k]
+		}
+	}
+	base := map[string]any{"profile": "production", "alarmEmail": "ops@example.com", "authorizer": "jwt"}
+	p, err := PropsFromContext(with(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.MultiAZ || p.RemovalPolicy != awscdk.RemovalPolicy_RETAIN || p.BackupRetentionDays < 14 ||
+		p.AlarmEmail != "ops@example.com" || p.Authorizer != AuthorizerJWT || p.Profile != ProfileProduction {
+		t.Errorf("production profile: %+v", p)
+	}
+	// Repeating a fixed value is fine (a string from -c equals cdk.json's JSON value).
+	if _, err := PropsFromContext(with(map[string]any{"profile": "production", "alarmEmail": "a@b", "authorizer": "iam", "multiAz": "true", "removalPolicy": "retain"})); err != nil {
+		t.Errorf("repeating the profile's values: %v", err)
+	}
+	for name, c := range map[string]struct {
+		extra map[string]any
+		want  []string
+	}{
+		"no alarm e-mail":      {map[string]any{"alarmEmail": nil}, []string{"alarmEmail", "requires"}},
+		"no authorizer":        {map[string]any{"authorizer": ""}, []string{"authorizer", "requires"}},
+		"weakened removal":     {map[string]any{"removalPolicy": "DESTROY"}, []string{"removalPolicy=DESTROY", "fixes it to RETAIN"}},
+		"single zone":          {map[string]any{"multiAz": "false"}, []string{"multiAz=false"}},
+		"unknown profile":      {map[string]any{"profile": "prod"}, []string{"profile=prod", "production"}},
+		"both e-mail and zone": {map[string]any{"alarmEmail": "", "multiAz": false}, []string{"alarmEmail", "multiAz"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			extra := map[string]any{}
+			for k, v := range base {
+				extra[k] = v
+			}
+			for k, v := range c.extra {
+				extra[k] = v
+			}
+			_, err := PropsFromContext(with(extra))
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("err %v, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+	// Without "profile", cdk.json's profiles change nothing.
+	if p, err := PropsFromContext(with(nil)); err != nil || p.MultiAZ || p.RemovalPolicy != "" || p.Profile != "" {
+		t.Errorf("no profile selected: %+v, %v", p, err)
+	}
+}

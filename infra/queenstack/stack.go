@@ -89,6 +89,9 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 	if stackProps == nil {
 		stackProps = &awscdk.StackProps{}
 	}
+	if p.Profile == ProfileProduction && stackProps.TerminationProtection == nil {
+		stackProps.TerminationProtection = jsii.Bool(true)
+	}
 	if stackProps.Description == nil {
 		stackProps.Description = jsii.String("Queen Serverless: partitioned message queue on Lambda, API Gateway and PostgreSQL")
 	}

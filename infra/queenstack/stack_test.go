@@ -1054,3 +1054,37 @@ func TestOutputsAndEnvAgnostic(t *testing.T) {
 		}
 	})
 }
+
+// The production profile's template: Multi-AZ, deletion protection, retained data,
+// alarms by e-mail, termination protection.
+func TestProductionProfileStack(t *testing.T) {
+	s := production.get(t)
+	_, db := s.one(t, "AWS::RDS::DBInstance")
+	if p := props(db); p["MultiAZ"] != true || p["DeletionProtection"] != true || db["DeletionPolicy"] != "Retain" || db["UpdateReplacePolicy"] != "Retain" {
+		t.Errorf("database: MultiAZ %v, DeletionProtection %v, DeletionPolicy %v, UpdateReplacePolicy %v",
+			p["MultiAZ"], p["DeletionProtection"], db["DeletionPolicy"], db["UpdateReplacePolicy"])
+	}
+	var email bool
+	for _, sub := range s.resources("AWS::SNS::Subscription") {
+		p := props(sub)
+		email = email || (p["Protocol"] == "email" && p["Endpoint"] == "ops@example.com" && ref(p["TopicArn"]) == s.id(s.stack.AlarmTopic))
+	}
+	if !email {
+		t.Errorf("alarm topic has no e-mail subscription")
+	}
+	if !*s.stack.TerminationProtection() {
+		t.Errorf("production stack without termination protection")
+	}
+	if *defaults.get(t).stack.TerminationProtection() {
+		t.Errorf("default stack has termination protection")
+	}
+	// Aurora with Multi-AZ has a reader to fail over to.
+	c := Props{AssetsDir: assetsDir, Engine: EngineAurora, MultiAZ: true, MigrationNonce: "n"}
+	a, err := synth(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(a.resources("AWS::RDS::DBInstance")); n != 2 {
+		t.Errorf("Aurora Multi-AZ has %d instances, want a writer and a reader", n)
+	}
+}
