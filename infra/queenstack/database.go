@@ -2,6 +2,7 @@ package queenstack
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
@@ -60,6 +61,9 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 			Target:      awsrds.ProxyTarget_FromCluster(c),
 			CPU:         c.MetricCPUUtilization(nil),
 			Connections: c.MetricDatabaseConnections(nil),
+			Metric: func(name string, opts *awscloudwatch.MetricOptions) awscloudwatch.Metric {
+				return c.Metric(jsii.String(name), opts)
+			},
 		}
 	default:
 		i := awsrds.NewDatabaseInstance(s, jsii.String("Database"), &awsrds.DatabaseInstanceProps{
@@ -95,6 +99,9 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 			Target:      awsrds.ProxyTarget_FromInstance(i),
 			CPU:         i.MetricCPUUtilization(nil),
 			Connections: i.MetricDatabaseConnections(nil),
+			Metric: func(name string, opts *awscloudwatch.MetricOptions) awscloudwatch.Metric {
+				return i.Metric(jsii.String(name), opts)
+			},
 		}
 	}
 	d.Secret.ApplyRemovalPolicy(removal(p))

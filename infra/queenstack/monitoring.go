@@ -21,6 +21,10 @@ const (
 	MetricMaxGroupLag = "MaxGroupLag"
 	// MetricProxyPinned is the RDS Proxy metric of sessions pinned to one connection.
 	MetricProxyPinned = "DatabaseConnectionsCurrentlySessionPinned"
+	// MetricProxyBorrowLatency is the RDS Proxy's time to borrow a connection, in µs.
+	MetricProxyBorrowLatency = "DatabaseConnectionsBorrowLatency"
+	// MetricProxyClientConnections is the number of clients connected to the proxy.
+	MetricProxyClientConnections = "ClientConnections"
 )
 
 // servingFunctions are every function but migrate: they wait for the migration, and
@@ -40,14 +44,28 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 
 	var alarms []awscloudwatch.Alarm
-	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold, periods float64) {
+	// alarm raises id when m is above threshold for periods five-minute periods
+	// (below it with below). Missing data is "not breaching" unless missingBreaches:
+	// most metrics simply have no data without traffic.
+	type rule struct {
+		threshold, periods     float64
+		below, missingBreaches bool
+	}
+	alarm := func(id, desc string, m awscloudwatch.IMetric, r rule) {
+		op, missing := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD, awscloudwatch.TreatMissingData_NOT_BREACHING
+		if r.below {
+			op = awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
+		}
+		if r.missingBreaches {
+			missing = awscloudwatch.TreatMissingData_BREACHING
+		}
 		a := awscloudwatch.NewAlarm(s, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(desc),
 			Metric:             m,
-			Threshold:          jsii.Number(threshold),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-			EvaluationPeriods:  jsii.Number(periods),
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+			Threshold:          jsii.Number(r.threshold),
+			ComparisonOperator: op,
+			EvaluationPeriods:  jsii.Number(r.periods),
+			TreatMissingData:   missing,
 		})
 		a.AddAlarmAction(action)
 		a.AddOkAction(action)
@@ -59,36 +77,78 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 			Statistic: jsii.String("Maximum"), Period: five,
 		})
 	}
+	proxyMetric := func(name, stat string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String("AWS/RDS"), MetricName: jsii.String(name),
+			DimensionsMap: &map[string]*string{"ProxyName": st.Proxy.DbProxyName()},
+			Statistic:     jsii.String(stat), Period: five,
+		})
+	}
 	dlqDepth, groupLag := queen(MetricDLQDepth), queen(MetricMaxGroupLag)
-	pinned := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace: jsii.String("AWS/RDS"), MetricName: jsii.String(MetricProxyPinned),
-		DimensionsMap: &map[string]*string{"ProxyName": st.Proxy.DbProxyName()},
-		Statistic:     jsii.String("Maximum"), Period: five,
-	})
+	pinned := proxyMetric(MetricProxyPinned, "Maximum")
+	borrowLatency := proxyMetric(MetricProxyBorrowLatency, "Average")
 
-	alarm("DlqDepthAlarm", fmt.Sprintf("Messages in the Queen dead-letter table exceed %v", p.DLQDepthThreshold),
-		dlqDepth, p.DLQDepthThreshold, 1)
-	alarm("GroupLagAlarm", fmt.Sprintf("A consumer group lags more than %v messages for 15 minutes", p.GroupLagThreshold),
-		groupLag, p.GroupLagThreshold, 3)
+	// The reaper publishes DLQDepth and MaxGroupLag on every pass, so missing data
+	// means the reaper stopped (or cannot reach the database): both alarms breach
+	// then. The dead-letter alarm watches growth, DIFF of the five-minute maxima: a
+	// new dead letter raises it, and it clears at the next period without anyone
+	// having to drain the table (the depth itself is on the dashboard). DIFF of
+	// missing data is missing, so a stopped reaper raises it too.
+	dlqGrowth := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String("DIFF(depth)"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"depth": dlqDepth},
+		Label:        jsii.String("DLQ depth growth"),
+		Period:       five,
+	})
+	alarm("DlqDepthAlarm", fmt.Sprintf("The Queen dead-letter table grew by more than %v messages in 5 minutes, or the reaper stopped publishing its depth", p.DLQDepthThreshold),
+		dlqGrowth, rule{threshold: p.DLQDepthThreshold, periods: 1, missingBreaches: true})
+	alarm("GroupLagAlarm", fmt.Sprintf("A consumer group lags more than %v messages for 15 minutes, or the reaper stopped publishing the lag", p.GroupLagThreshold),
+		groupLag, rule{threshold: p.GroupLagThreshold, periods: 3, missingBreaches: true})
 	alarm("ProxyPinningAlarm", "RDS Proxy sessions are pinned: some statement holds session state",
-		pinned, p.PinnedConnectionsThreshold, 1)
+		pinned, rule{threshold: p.PinnedConnectionsThreshold, periods: 1})
+	alarm("ProxyBorrowLatencyAlarm", fmt.Sprintf("Borrowing a database connection from the RDS Proxy takes more than %v ms on average for 10 minutes (pool saturated; at %v s requests fail)", p.ProxyBorrowLatencyMsThreshold, p.ProxyBorrowTimeoutSec),
+		borrowLatency, rule{threshold: p.ProxyBorrowLatencyMsThreshold * 1000, periods: 2}) // the metric is in microseconds
+	alarm("ProxyClientConnectionsAlarm", fmt.Sprintf("More than %v function containers are connected to the RDS Proxy", p.ProxyClientConnectionsThreshold),
+		proxyMetric(MetricProxyClientConnections, "Maximum"), rule{threshold: p.ProxyClientConnectionsThreshold, periods: 1})
+
+	db := st.Database
+	if p.Burstable() {
+		alarm("DatabaseCpuCreditsAlarm", fmt.Sprintf("The database has fewer than %v CPU credits left; at zero it runs at its baseline (consider a larger or non-burstable class)", p.DBCPUCreditBalanceThreshold),
+			db.Metric("CPUCreditBalance", &awscloudwatch.MetricOptions{Statistic: jsii.String("Minimum"), Period: five}),
+			rule{threshold: p.DBCPUCreditBalanceThreshold, periods: 1, below: true})
+	}
+	alarm("DatabaseFreeableMemoryAlarm", fmt.Sprintf("The database has less than %v MiB of free memory for 15 minutes", p.DBFreeableMemoryMiBThreshold),
+		db.Metric("FreeableMemory", &awscloudwatch.MetricOptions{Statistic: jsii.String("Minimum"), Period: five}),
+		rule{threshold: p.DBFreeableMemoryMiBThreshold * 1024 * 1024, periods: 3, below: true})
+	if p.Engine == EngineInstance {
+		alarm("DatabaseFreeStorageAlarm", fmt.Sprintf("The database has less than %v GiB of free storage for 15 minutes (storage autoscaling is at its maximum or cannot keep up)", p.DBFreeStorageGiBThreshold),
+			db.Metric("FreeStorageSpace", &awscloudwatch.MetricOptions{Statistic: jsii.String("Minimum"), Period: five}),
+			rule{threshold: p.DBFreeStorageGiBThreshold * 1024 * 1024 * 1024, periods: 3, below: true})
+	}
+	alarm("Api5xxAlarm", fmt.Sprintf("The Queen HTTP API answered more than %v 5xx responses in 5 minutes", p.API5xxThreshold),
+		st.API.MetricServerError(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five}),
+		rule{threshold: p.API5xxThreshold, periods: 1})
+
 	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five}
 	for _, name := range servingFunctions {
 		fn := st.Functions[name]
 		id := upperFirst(name)
-		alarm(id+"ErrorsAlarm", "Queen "+name+" function errors (crashes or timeouts)", fn.MetricErrors(sum), p.FunctionErrorsThreshold, 1)
-		alarm(id+"ThrottlesAlarm", "Queen "+name+" function throttled", fn.MetricThrottles(sum), p.FunctionThrottlesThreshold, 1)
+		alarm(id+"ErrorsAlarm", "Queen "+name+" function errors (crashes or timeouts)", fn.MetricErrors(sum), rule{threshold: p.FunctionErrorsThreshold, periods: 1})
+		alarm(id+"ThrottlesAlarm", "Queen "+name+" function throttled", fn.MetricThrottles(sum), rule{threshold: p.FunctionThrottlesThreshold, periods: 1})
 	}
 	if st.IngestDLQ != nil {
+		maxOf := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five}
 		alarm("IngestDeadLetterAlarm", "SQS ingest messages could not be pushed and sit in the ingest DLQ",
-			st.IngestDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five}), 0, 1)
+			st.IngestDLQ.MetricApproximateNumberOfMessagesVisible(maxOf), rule{threshold: 0, periods: 1})
+		alarm("IngestMessageAgeAlarm", fmt.Sprintf("The oldest SQS ingest message is older than %v s: push is failing or cannot keep up", p.IngestMessageAgeSecThreshold),
+			st.IngestQueue.MetricApproximateAgeOfOldestMessage(maxOf), rule{threshold: p.IngestMessageAgeSecThreshold, periods: 1})
 	}
 
-	dash := newDashboard(s, st, alarms, dlqDepth, groupLag, pinned)
+	dash := newDashboard(s, st, alarms, dlqDepth, groupLag, pinned, borrowLatency)
 	return topic, alarms, dash
 }
 
-func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDepth, groupLag, pinned awscloudwatch.IMetric) awscloudwatch.Dashboard {
+func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDepth, groupLag, pinned, borrowLatency awscloudwatch.IMetric) awscloudwatch.Dashboard {
 	graph := func(title string, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 			Title: jsii.String(title), Left: &left, Width: jsii.Number(8), Height: jsii.Number(6),
@@ -138,6 +198,12 @@ func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDe
 			graph("Proxy pinned sessions", pinned),
 			graph("Database CPU (%)", st.Database.CPU),
 			graph("Database connections", st.Database.Connections),
+		},
+		{
+			graph("Proxy borrow latency (µs)", borrowLatency),
+			graph("Database free memory (bytes)", st.Database.Metric("FreeableMemory", nil)),
+			// Aurora's storage grows by itself; its instances' local (temporary) storage can fill.
+			graph("Database free storage (bytes)", st.Database.Metric(map[bool]string{true: "FreeLocalStorage", false: "FreeStorageSpace"}[st.Props.Engine == EngineAurora], nil)),
 		},
 	}
 	if st.IngestQueue != nil {

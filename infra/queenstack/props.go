@@ -79,15 +79,22 @@ const (
 	DefaultProxyMaxIdleConnectionsPercent = 50
 	DefaultRemovalPolicy                  = awscdk.RemovalPolicy_SNAPSHOT
 	// Unreserved in a *ReservedConcurrency prop reserves no concurrency.
-	Unreserved                       = -1
-	DefaultPushReservedConcurrency   = Unreserved
-	DefaultPopReservedConcurrency    = 100
-	DefaultAckReservedConcurrency    = Unreserved
-	DefaultDLQReservedConcurrency    = Unreserved
-	DefaultAdminReservedConcurrency  = Unreserved
-	DefaultReaperReservedConcurrency = 1
-	DefaultGroupLagThreshold         = 10000
-	DefaultDBPort                    = config.DefaultDBPort
+	Unreserved                             = -1
+	DefaultPushReservedConcurrency         = Unreserved
+	DefaultPopReservedConcurrency          = 100
+	DefaultAckReservedConcurrency          = Unreserved
+	DefaultDLQReservedConcurrency          = Unreserved
+	DefaultAdminReservedConcurrency        = Unreserved
+	DefaultReaperReservedConcurrency       = 1
+	DefaultGroupLagThreshold               = 10000
+	DefaultDBCPUCreditBalanceThreshold     = 50
+	DefaultDBFreeableMemoryMiBThreshold    = 128
+	DefaultDBFreeStorageGiBThreshold       = 2
+	DefaultProxyBorrowLatencyMsThreshold   = 1000
+	DefaultProxyClientConnectionsThreshold = 1000
+	DefaultAPI5xxThreshold                 = 10
+	DefaultIngestMessageAgeSecThreshold    = 600
+	DefaultDBPort                          = config.DefaultDBPort
 	// APIGatewayTimeoutSec is the hard limit of an HTTP API integration.
 	APIGatewayTimeoutSec = 30
 )
@@ -217,7 +224,9 @@ type Props struct {
 	// encrypted payloads need it) and deletes the rest; DESTROY deletes everything.
 	RemovalPolicy awscdk.RemovalPolicy
 
-	// DLQDepthThreshold: alarm when QueenServerless/DLQDepth exceeds it. Default 0.
+	// DLQDepthThreshold: alarm when QueenServerless/DLQDepth grows by more than this
+	// within five minutes (new dead letters, not the ones already there, so the alarm
+	// clears without draining the table). Default 0: any growth.
 	DLQDepthThreshold float64
 	// GroupLagThreshold: alarm when QueenServerless/MaxGroupLag exceeds it for 15
 	// minutes. Default 10000.
@@ -229,6 +238,30 @@ type Props struct {
 	// PinnedConnectionsThreshold: alarm when the proxy holds more pinned sessions.
 	// Default 0: the code never pins, so any pinned session is a bug.
 	PinnedConnectionsThreshold float64
+	// DBCPUCreditBalanceThreshold: alarm when a burstable (db.t*) instance has fewer
+	// CPU credits left (it is then throttled to its baseline). Default 50.
+	DBCPUCreditBalanceThreshold float64
+	// DBFreeableMemoryMiBThreshold: alarm when the database has less free memory,
+	// in MiB, for 15 minutes. Default 128.
+	DBFreeableMemoryMiBThreshold float64
+	// DBFreeStorageGiBThreshold: alarm when the instance has less free storage, in
+	// GiB, for 15 minutes: storage autoscaling adds space below 10 % free within
+	// minutes, so this fires when it cannot (MaxAllocatedStorageGiB reached).
+	// EngineInstance only (Aurora storage grows by itself). Default 2.
+	DBFreeStorageGiBThreshold float64
+	// ProxyBorrowLatencyMsThreshold: alarm when borrowing a database connection from
+	// the RDS Proxy takes longer on average for 10 minutes (the pool is saturated;
+	// at ProxyBorrowTimeoutSec requests fail with 503). Default 1000.
+	ProxyBorrowLatencyMsThreshold float64
+	// ProxyClientConnectionsThreshold: alarm when more clients (function containers,
+	// one connection each) are connected to the proxy. Default 1000.
+	ProxyClientConnectionsThreshold float64
+	// API5xxThreshold: alarm when the HTTP API answers more 5xx in five minutes.
+	// Default 10.
+	API5xxThreshold float64
+	// IngestMessageAgeSecThreshold: alarm when the oldest ingest message is older, in
+	// seconds (push is failing or cannot keep up). Default 600.
+	IngestMessageAgeSecThreshold float64
 	// AlarmEmail, when set, subscribes this address to the alarm topic.
 	AlarmEmail string
 
@@ -305,7 +338,20 @@ func (p Props) WithDefaults() Props {
 		p.RemovalPolicy = DefaultRemovalPolicy
 	}
 	num(&p.GroupLagThreshold, DefaultGroupLagThreshold)
+	num(&p.DBCPUCreditBalanceThreshold, DefaultDBCPUCreditBalanceThreshold)
+	num(&p.DBFreeableMemoryMiBThreshold, DefaultDBFreeableMemoryMiBThreshold)
+	num(&p.DBFreeStorageGiBThreshold, DefaultDBFreeStorageGiBThreshold)
+	num(&p.ProxyBorrowLatencyMsThreshold, DefaultProxyBorrowLatencyMsThreshold)
+	num(&p.ProxyClientConnectionsThreshold, DefaultProxyClientConnectionsThreshold)
+	num(&p.API5xxThreshold, DefaultAPI5xxThreshold)
+	num(&p.IngestMessageAgeSecThreshold, DefaultIngestMessageAgeSecThreshold)
 	return p
+}
+
+// Burstable reports whether the database is a burstable (db.t*) instance, which runs
+// on CPU credits.
+func (p Props) Burstable() bool {
+	return p.Engine == EngineInstance && strings.HasPrefix(p.InstanceType, "t")
 }
 
 // Ingest reports whether the SQS ingest queue is enabled (after WithDefaults).
@@ -585,6 +631,13 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	str("alarmEmail", &p.AlarmEmail)
 	num("dlqDepthThreshold", &p.DLQDepthThreshold)
 	num("groupLagThreshold", &p.GroupLagThreshold)
+	num("dbCpuCreditBalanceThreshold", &p.DBCPUCreditBalanceThreshold)
+	num("dbFreeableMemoryMibThreshold", &p.DBFreeableMemoryMiBThreshold)
+	num("dbFreeStorageGibThreshold", &p.DBFreeStorageGiBThreshold)
+	num("proxyBorrowLatencyMsThreshold", &p.ProxyBorrowLatencyMsThreshold)
+	num("proxyClientConnectionsThreshold", &p.ProxyClientConnectionsThreshold)
+	num("api5xxThreshold", &p.API5xxThreshold)
+	num("ingestMessageAgeSecThreshold", &p.IngestMessageAgeSecThreshold)
 	return p, errors.Join(errs...)
 }
 

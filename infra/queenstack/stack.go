@@ -77,6 +77,8 @@ type Database struct {
 	// CPU and Connections are the server's CloudWatch metrics.
 	CPU         awscloudwatch.IMetric
 	Connections awscloudwatch.IMetric
+	// Metric is any AWS/RDS metric of the instance or cluster.
+	Metric func(name string, opts *awscloudwatch.MetricOptions) awscloudwatch.Metric
 }
 
 // New validates props, applies defaults and defines the stack in scope. The stack is

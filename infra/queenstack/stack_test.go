@@ -844,39 +844,79 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			if !contains(refsOf(p["AlarmActions"]), topic) {
 				t.Errorf("alarm %s does not notify the alarm topic", id)
 			}
+			m := p
+			for _, q := range asList(p["Metrics"]) { // a metric math alarm: its one metric
+				if ms := path(q, "MetricStat", "Metric"); ms != nil {
+					m = ms.(map[string]any)
+				}
+			}
 			var dim string
-			for _, d := range asList(p["Dimensions"]) {
+			for _, d := range asList(m["Dimensions"]) {
 				dim += toJSON(t, path(d, "Value"))
 			}
-			alarms[key{fmt.Sprint(p["Namespace"]), fmt.Sprint(p["MetricName"]), dim}] = p
+			alarms[key{fmt.Sprint(m["Namespace"]), fmt.Sprint(m["MetricName"]), dim}] = p
 		}
 		th := s.stack.Props
-		check := func(k key, threshold float64) {
+		check := func(k key, op string, threshold float64, missing string) map[string]any {
 			t.Helper()
 			p, ok := alarms[k]
 			if !ok {
 				t.Errorf("no alarm on %s/%s %s", k.ns, k.metric, k.dim)
-				return
+				return nil
 			}
-			if p["Threshold"] != threshold || p["ComparisonOperator"] != "GreaterThanThreshold" {
-				t.Errorf("alarm %s: %v %v, want > %v", k.metric, p["ComparisonOperator"], p["Threshold"], threshold)
+			if p["Threshold"] != threshold || p["ComparisonOperator"] != op {
+				t.Errorf("alarm %s: %v %v, want %s %v", k.metric, p["ComparisonOperator"], p["Threshold"], op, threshold)
+			}
+			if p["TreatMissingData"] != missing {
+				t.Errorf("alarm %s: TreatMissingData %v, want %s", k.metric, p["TreatMissingData"], missing)
+			}
+			return p
+		}
+		const gt, lt = "GreaterThanThreshold", "LessThanThreshold"
+		// The reaper's metrics: a stopped reaper (no data) raises both alarms.
+		dlq := check(key{MetricsNamespace, MetricDLQDepth, ""}, gt, th.DLQDepthThreshold, "breaching")
+		// The dead-letter alarm fires on growth, not on a depth that stays.
+		var expr []string
+		for _, q := range asList(dlq["Metrics"]) {
+			if e, ok := path(q, "Expression").(string); ok {
+				expr = append(expr, e)
 			}
 		}
-		check(key{MetricsNamespace, MetricDLQDepth, ""}, th.DLQDepthThreshold)
-		check(key{MetricsNamespace, MetricMaxGroupLag, ""}, th.GroupLagThreshold)
-		check(key{"AWS/RDS", MetricProxyPinned, fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.Proxy))}, 0)
+		if len(expr) != 1 || !strings.HasPrefix(expr[0], "DIFF(") {
+			t.Errorf("DLQ alarm expressions %v, want the DIFF of the depth", expr)
+		}
+		check(key{MetricsNamespace, MetricMaxGroupLag, ""}, gt, th.GroupLagThreshold, "breaching")
+
+		proxy := fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.Proxy))
+		check(key{"AWS/RDS", MetricProxyPinned, proxy}, gt, 0, "notBreaching")
+		check(key{"AWS/RDS", "DatabaseConnectionsBorrowLatency", proxy}, gt, DefaultProxyBorrowLatencyMsThreshold*1000, "notBreaching")
+		check(key{"AWS/RDS", "ClientConnections", proxy}, gt, DefaultProxyClientConnectionsThreshold, "notBreaching")
+		db := fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.Database.Resource))
+		check(key{"AWS/RDS", "FreeableMemory", db}, lt, DefaultDBFreeableMemoryMiBThreshold*1024*1024, "notBreaching")
+		if s.stack.Props.Engine == EngineInstance { // t4g.small in every instance variant
+			check(key{"AWS/RDS", "CPUCreditBalance", db}, lt, DefaultDBCPUCreditBalanceThreshold, "notBreaching")
+			check(key{"AWS/RDS", "FreeStorageSpace", db}, lt, DefaultDBFreeStorageGiBThreshold*1024*1024*1024, "notBreaching")
+		} else {
+			for k := range alarms {
+				if k.metric == "CPUCreditBalance" || k.metric == "FreeStorageSpace" {
+					t.Errorf("Aurora Serverless has no %s, yet an alarm watches it", k.metric)
+				}
+			}
+		}
+		check(key{"AWS/ApiGateway", "5xx", fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.API))}, gt, DefaultAPI5xxThreshold, "notBreaching")
 		for _, name := range servingFunctions {
 			fn := fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.Functions[name]))
-			check(key{"AWS/Lambda", "Errors", fn}, 0)
-			check(key{"AWS/Lambda", "Throttles", fn}, 0)
+			check(key{"AWS/Lambda", "Errors", fn}, gt, 0, "notBreaching")
+			check(key{"AWS/Lambda", "Throttles", fn}, gt, 0, "notBreaching")
 		}
 		if s.stack.Props.Ingest() {
-			check(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", fmt.Sprintf(`{"Fn::GetAtt":["%s","QueueName"]}`, s.id(s.stack.IngestDLQ))}, 0)
+			check(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", fmt.Sprintf(`{"Fn::GetAtt":["%s","QueueName"]}`, s.id(s.stack.IngestDLQ))}, gt, 0, "notBreaching")
+			check(key{"AWS/SQS", "ApproximateAgeOfOldestMessage", fmt.Sprintf(`{"Fn::GetAtt":["%s","QueueName"]}`, s.id(s.stack.IngestQueue))}, gt, DefaultIngestMessageAgeSecThreshold, "notBreaching")
 		}
 
 		_, dash := s.one(t, "AWS::CloudWatch::Dashboard")
 		body := toJSON(t, props(dash)["DashboardBody"])
-		for _, want := range []string{MetricDLQDepth, MetricMaxGroupLag, MetricProxyPinned, "AWS/ApiGateway", "CPUUtilization", "alarms"} {
+		for _, want := range []string{MetricDLQDepth, MetricMaxGroupLag, MetricProxyPinned, "AWS/ApiGateway", "CPUUtilization", "alarms", "DatabaseConnectionsBorrowLatency", "FreeableMemory"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("dashboard does not show %s", want)
 			}
