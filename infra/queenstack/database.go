@@ -10,9 +10,12 @@ import (
 )
 
 // newDatabase defines the PostgreSQL server: private, encrypted, IAM authentication on,
-// automated backups on, master credentials generated into Secrets Manager.
+// automated backups on. The master password is RDS-managed: RDS generates it into a
+// Secrets Manager secret it owns and rotates every 7 days (cdk-nag AwsSolutions-SMG4),
+// and deletes it with the database. Only migrate reads it, at deploy time, so a
+// rotation never disturbs traffic (the functions log in with IAM tokens).
 func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
-	creds := awsrds.Credentials_FromGeneratedSecret(jsii.String(p.MasterUser), &awsrds.CredentialsBaseOptions{})
+	creds := awsrds.Credentials_FromUsername(jsii.String(p.MasterUser), nil)
 	protect := jsii.Bool(p.RemovalPolicy == awscdk.RemovalPolicy_RETAIN)
 	sgs := &[]awsec2.ISecurityGroup{n.DatabaseSG}
 
@@ -37,20 +40,21 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 				PubliclyAccessible:      jsii.Bool(false),
 				AutoMinorVersionUpgrade: jsii.Bool(true),
 			}),
-			Readers:                 readers,
-			ServerlessV2MinCapacity: jsii.Number(p.AuroraMinCapacity),
-			ServerlessV2MaxCapacity: jsii.Number(p.AuroraMaxCapacity),
-			Vpc:                     n.Vpc,
-			VpcSubnets:              n.DatabaseSubnets,
-			SecurityGroups:          sgs,
-			Credentials:             creds,
-			DefaultDatabaseName:     jsii.String(p.DatabaseName),
-			IamAuthentication:       jsii.Bool(true),
-			StorageEncrypted:        jsii.Bool(true),
-			Backup:                  &awsrds.BackupProps{Retention: awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays))},
-			CopyTagsToSnapshot:      jsii.Bool(true),
-			DeletionProtection:      protect,
-			RemovalPolicy:           p.RemovalPolicy,
+			Readers:                  readers,
+			ServerlessV2MinCapacity:  jsii.Number(p.AuroraMinCapacity),
+			ServerlessV2MaxCapacity:  jsii.Number(p.AuroraMaxCapacity),
+			Vpc:                      n.Vpc,
+			VpcSubnets:               n.DatabaseSubnets,
+			SecurityGroups:           sgs,
+			Credentials:              creds,
+			ManageMasterUserPassword: jsii.Bool(true),
+			DefaultDatabaseName:      jsii.String(p.DatabaseName),
+			IamAuthentication:        jsii.Bool(true),
+			StorageEncrypted:         jsii.Bool(true),
+			Backup:                   &awsrds.BackupProps{Retention: awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays))},
+			CopyTagsToSnapshot:       jsii.Bool(true),
+			DeletionProtection:       protect,
+			RemovalPolicy:            p.RemovalPolicy,
 		})
 		d = Database{
 			Construct:   c,
@@ -71,24 +75,25 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 				// Major version only: RDS picks the current minor and upgrades it.
 				Version: awsrds.PostgresEngineVersion_VER_17(),
 			}),
-			InstanceType:            awsec2.NewInstanceType(jsii.String(p.InstanceType)),
-			Vpc:                     n.Vpc,
-			VpcSubnets:              n.DatabaseSubnets,
-			SecurityGroups:          sgs,
-			Credentials:             creds,
-			DatabaseName:            jsii.String(p.DatabaseName),
-			IamAuthentication:       jsii.Bool(true),
-			StorageEncrypted:        jsii.Bool(true),
-			PubliclyAccessible:      jsii.Bool(false),
-			MultiAz:                 jsii.Bool(p.MultiAZ),
-			StorageType:             awsrds.StorageType_GP3,
-			AllocatedStorage:        jsii.Number(p.AllocatedStorageGiB),
-			MaxAllocatedStorage:     jsii.Number(p.MaxAllocatedStorageGiB),
-			BackupRetention:         awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays)),
-			AutoMinorVersionUpgrade: jsii.Bool(true),
-			CopyTagsToSnapshot:      jsii.Bool(true),
-			DeletionProtection:      protect,
-			RemovalPolicy:           p.RemovalPolicy,
+			InstanceType:             awsec2.NewInstanceType(jsii.String(p.InstanceType)),
+			Vpc:                      n.Vpc,
+			VpcSubnets:               n.DatabaseSubnets,
+			SecurityGroups:           sgs,
+			Credentials:              creds,
+			ManageMasterUserPassword: jsii.Bool(true),
+			DatabaseName:             jsii.String(p.DatabaseName),
+			IamAuthentication:        jsii.Bool(true),
+			StorageEncrypted:         jsii.Bool(true),
+			PubliclyAccessible:       jsii.Bool(false),
+			MultiAz:                  jsii.Bool(p.MultiAZ),
+			StorageType:              awsrds.StorageType_GP3,
+			AllocatedStorage:         jsii.Number(p.AllocatedStorageGiB),
+			MaxAllocatedStorage:      jsii.Number(p.MaxAllocatedStorageGiB),
+			BackupRetention:          awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays)),
+			AutoMinorVersionUpgrade:  jsii.Bool(true),
+			CopyTagsToSnapshot:       jsii.Bool(true),
+			DeletionProtection:       protect,
+			RemovalPolicy:            p.RemovalPolicy,
 		})
 		d = Database{
 			Construct:   i,
@@ -104,7 +109,6 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 			},
 		}
 	}
-	d.Secret.ApplyRemovalPolicy(removal(p))
 	return &d
 }
 

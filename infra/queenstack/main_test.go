@@ -13,8 +13,10 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 // assetsDir holds placeholder bootstraps, one distinct file per function, for the
@@ -58,6 +60,9 @@ type synthesized struct {
 	template assertions.Template
 	// json is the template as plain Go values.
 	json map[string]any
+	// nag is every unsuppressed cdk-nag finding (AwsSolutions and Serverless packs),
+	// as "<construct path>: <rule>: <message>".
+	nag []string
 }
 
 // variant synthesizes props once per test binary and shares the result.
@@ -136,13 +141,33 @@ func synth(p Props) (s *synthesized, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Error annotations (cdk-nag's error-level findings) would otherwise fail the whole
+	// synth and with it every test of the variant; TestCdkNag reports them instead.
+	// The flag changes no template.
+	ctx["@aws-cdk/core:annotationsInValidationReport"] = false
 	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, AnalyticsReporting: jsii.Bool(false)})
 	st, err := New(app, "QueenTest", nil, p)
 	if err != nil {
 		return nil, err
 	}
+	// cdk-nag checks every variant the tests synthesize, during the same synth.
+	packs := &cdknag.NagPackProps{Reports: jsii.Bool(false)}
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(packs), nil)
+	awscdk.Aspects_Of(app).Add(cdknag.NewServerlessChecks(packs), nil)
 	tmpl := assertions.Template_FromStack(st.Stack, nil)
-	return &synthesized{stack: st, template: tmpl, json: *tmpl.ToJSON()}, nil
+	out := &synthesized{stack: st, template: tmpl, json: *tmpl.ToJSON()}
+	annotations := assertions.Annotations_FromStack(st.Stack)
+	any := assertions.Match_StringLikeRegexp(jsii.String(".*"))
+	for _, msgs := range []*[]*cxapi.SynthesisMessage{annotations.FindError(jsii.String("*"), any), annotations.FindWarning(jsii.String("*"), any)} {
+		for _, m := range *msgs {
+			text := fmt.Sprint(m.Entry.Data)
+			if strings.HasPrefix(text, "AwsSolutions-") || strings.HasPrefix(text, "Serverless-") || strings.HasPrefix(text, "CdkNagValidationFailure") {
+				out.nag = append(out.nag, *m.Id+": "+text)
+			}
+		}
+	}
+	sort.Strings(out.nag)
+	return out, nil
 }
 
 // cdkContext is the context of cdk.json.

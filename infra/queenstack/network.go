@@ -3,6 +3,7 @@ package queenstack
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -13,7 +14,7 @@ const (
 
 // newNetwork defines a two-zone VPC with isolated subnets only and one security group
 // per tier, all with outbound traffic closed unless a rule below opens it.
-func newNetwork(s awscdk.Stack) *Network {
+func newNetwork(s awscdk.Stack, p Props) *Network {
 	vpc := awsec2.NewVpc(s, jsii.String("Vpc"), &awsec2.VpcProps{
 		MaxAzs:                       jsii.Number(2),
 		NatGateways:                  jsii.Number(0),
@@ -23,6 +24,17 @@ func newNetwork(s awscdk.Stack) *Network {
 			{Name: jsii.String(databaseSubnetGroup), SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED, CidrMask: jsii.Number(24)},
 			{Name: jsii.String(functionSubnetGroup), SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED, CidrMask: jsii.Number(22)},
 		},
+	})
+	// Flow logs of rejected traffic only (cdk-nag AwsSolutions-VPC7): what a security
+	// group refused is what one needs to debug a connection, and accepted traffic
+	// (every request's proxy connection) would cost more to keep than it tells.
+	flowLogs := awslogs.NewLogGroup(s, jsii.String("VpcFlowLogs"), &awslogs.LogGroupProps{
+		Retention:     retentionDays[p.LogRetentionDays],
+		RemovalPolicy: removal(p),
+	})
+	vpc.AddFlowLog(jsii.String("FlowLog"), &awsec2.FlowLogOptions{
+		Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(flowLogs, nil),
+		TrafficType: awsec2.FlowLogTrafficType_REJECT,
 	})
 	n := &Network{
 		Vpc:             vpc,

@@ -100,7 +100,7 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 	s := &Stack{Stack: awscdk.NewStack(scope, jsii.String(id), stackProps), Props: p}
 	awscdk.Tags_Of(s.Stack).Add(jsii.String("project"), jsii.String("queen-serverless"), nil)
 
-	s.Network = newNetwork(s.Stack)
+	s.Network = newNetwork(s.Stack, p)
 	s.Database = newDatabase(s.Stack, p, s.Network)
 	s.Proxy = newProxy(s.Stack, p, s.Network, s.Database)
 	s.EncryptionKey = newEncryptionKey(s.Stack, p)
@@ -125,6 +125,7 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 
 	s.AlarmTopic, s.Alarms, s.Dashboard = newMonitoring(s.Stack, p, s)
 	s.outputs()
+	suppressNagFindings(s)
 	return s, nil
 }
 
