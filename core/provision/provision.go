@@ -12,7 +12,6 @@ package provision
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -26,7 +25,6 @@ import (
 	"github.com/queen-serverless/queen/core/dbconn"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
-	"github.com/queen-serverless/queen/core/rdsca"
 	"github.com/queen-serverless/queen/core/secrets"
 )
 
@@ -150,28 +148,6 @@ type masterSecret struct {
 	DBName   string          `json:"dbname"`
 }
 
-// trustRDS makes a verifying TLS configuration (sslmode verify-ca or
-// verify-full) trust the Amazon RDS certificate authorities: the master
-// login goes to the database itself, whose certificate no public root
-// signs. Other modes are left as they are.
-func trustRDS(cc *pgx.ConnConfig) error {
-	configs := []*tls.Config{cc.TLSConfig}
-	for _, fb := range cc.Fallbacks {
-		configs = append(configs, fb.TLSConfig)
-	}
-	for _, tc := range configs {
-		if tc == nil || tc.InsecureSkipVerify && tc.VerifyPeerCertificate == nil {
-			continue // no TLS, or TLS without verification (require)
-		}
-		pool, err := rdsca.Pool()
-		if err != nil {
-			return err
-		}
-		tc.RootCAs = pool
-	}
-	return nil
-}
-
 // MasterConnector connects per cfg: to DATABASE_URL when set; otherwise as
 // the master user of the secret QUEEN_DB_SECRET_ARN, read with read, at
 // QUEEN_DB_HOST (else the secret's host), QUEEN_DB_PORT, QUEEN_DB_NAME (else
@@ -218,9 +194,6 @@ func MasterConnector(cfg config.Config, read secrets.Reader) Connector {
 		}
 		cc, err := dbconn.ConnConfig(mc, s.Password)
 		if err != nil {
-			return nil, err
-		}
-		if err := trustRDS(cc); err != nil {
 			return nil, err
 		}
 		return pgx.ConnectConfig(ctx, cc)
