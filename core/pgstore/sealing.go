@@ -222,19 +222,25 @@ func (s *Store) openPayload(ctx context.Context, ref string, data json.RawMessag
 	return plain, nil
 }
 
+// openInto replaces *data, sealed under key ref, with the plain payload;
+// a plain one (ref "") is left as it is.
+func (s *Store) openInto(ctx context.Context, ref string, data *json.RawMessage, queue, partition string) error {
+	if ref == "" {
+		return nil
+	}
+	plain, err := s.openPayload(ctx, ref, *data, queue, partition)
+	*data = plain
+	return err
+}
+
 // openMessages returns the domain messages, sealed payloads opened.
 func (s *Store) openMessages(ctx context.Context, in []sealedMessage) ([]queen.Message, error) {
 	out := make([]queen.Message, len(in))
 	for i, m := range in {
 		out[i] = m.Message
-		if m.KeyID == "" {
-			continue
-		}
-		plain, err := s.openPayload(ctx, m.KeyID, m.Data, m.Queue, m.Partition)
-		if err != nil {
+		if err := s.openInto(ctx, m.KeyID, &out[i].Data, m.Queue, m.Partition); err != nil {
 			return nil, err
 		}
-		out[i].Data = plain
 	}
 	return out, nil
 }
@@ -251,14 +257,9 @@ func (s *Store) openDeadLetters(ctx context.Context, in []sealedDeadLetter) ([]q
 	out := make([]queen.DeadLetter, len(in))
 	for i, d := range in {
 		out[i] = d.DeadLetter
-		if d.KeyID == "" {
-			continue
-		}
-		plain, err := s.openPayload(ctx, d.KeyID, d.Data, d.Queue, d.Partition)
-		if err != nil {
+		if err := s.openInto(ctx, d.KeyID, &out[i].Data, d.Queue, d.Partition); err != nil {
 			return nil, err
 		}
-		out[i].Data = plain
 	}
 	return out, nil
 }

@@ -791,12 +791,8 @@ func (s *Store) Browse(ctx context.Context, req queen.BrowseRequest) ([]queen.Br
 	out := make([]queen.BrowsedMessage, len(rows))
 	for i, r := range rows {
 		out[i] = r.BrowsedMessage
-		if r.KeyID != "" {
-			plain, err := s.openPayload(ctx, r.KeyID, r.Data, r.Queue, r.Partition)
-			if err != nil {
-				return nil, err
-			}
-			out[i].Data = plain
+		if err := s.openInto(ctx, r.KeyID, &out[i].Data, r.Queue, r.Partition); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
