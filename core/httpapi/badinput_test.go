@@ -16,18 +16,18 @@ import (
 // snapshot is every table of the schema, rendered row by row and hashed.
 func (s *server) snapshot() string {
 	s.t.Helper()
-	var out string
+	// One query built from the catalog, so a table added later is covered.
+	var q string
 	err := s.env.Pool.QueryRow(context.Background(), `
-		SELECT string_agg(t.tbl || '=' || t.h, ' ' ORDER BY t.tbl) FROM (
-			SELECT 'queues' tbl, md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) h FROM queen.queues x UNION ALL
-			SELECT 'partitions', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM queen.partitions x UNION ALL
-			SELECT 'segments', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM queen.segments x UNION ALL
-			SELECT 'dedup', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM queen.dedup x UNION ALL
-			SELECT 'consumers', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM queen.consumers x UNION ALL
-			SELECT 'subscriptions', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM queen.subscriptions x UNION ALL
-			SELECT 'ready', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM queen.ready x UNION ALL
-			SELECT 'dlq', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM queen.dlq x UNION ALL
-			SELECT 'maintenance', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM queen.maintenance x) t`).Scan(&out)
+		SELECT string_agg(format('SELECT %L AS tbl, md5(coalesce(string_agg(x::text, %L ORDER BY x::text), %L)) AS h FROM queen.%I x',
+		                         tablename, '|', '', tablename), ' UNION ALL ' ORDER BY tablename)
+		FROM pg_tables WHERE schemaname = 'queen'`).Scan(&q)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var out string
+	err = s.env.Pool.QueryRow(context.Background(),
+		`SELECT string_agg(t.tbl || '=' || t.h, ' ' ORDER BY t.tbl) FROM (`+q+`) t`).Scan(&out)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -185,6 +185,14 @@ func TestBadInputEveryRoute(t *testing.T) {
 				t.Fatalf("%s %s %.80q: refused (%d %s) but the database changed", rt.Method, path, body, r.status, r.body)
 			}
 		}
+	}
+	// The snapshot sees every table, and sees a write.
+	if !strings.Contains(before, "ready_cursor=") || !strings.Contains(before, "segments=") {
+		t.Fatalf("snapshot misses tables: %s", before)
+	}
+	s.expect("POST", "/api/v1/push", `{"items":[{"queue":"q","partition":"p","payload":4}]}`, 201)
+	if s.snapshot() == before {
+		t.Fatal("the snapshot does not change with a push")
 	}
 	// Every route that takes input is covered (listings and health take none).
 	for _, rt := range routes.Table {

@@ -13,5 +13,10 @@ WITH s AS (
     USING queen.queues x
     WHERE r.queue_id = x.id AND r.group_name = $1 AND ($2::text IS NULL OR x.name = $2)
     RETURNING 1
+), rc AS (
+    DELETE FROM queen.ready_cursor r
+    USING queen.queues x
+    WHERE r.queue_id = x.id AND r.group_name = $1 AND ($2::text IS NULL OR x.name = $2)
+    RETURNING 1
 )
 SELECT (SELECT count(*) FROM s) + (SELECT count(*) FROM c)

@@ -157,6 +157,104 @@ BEGIN
 END
 $fn$;
 
+-- _ready_cursor_move records how far a wildcard pop of the group went round
+-- its ready set (pop reads it back as where to start). Only a hint: when
+-- another pop holds the row, that pop's position will do.
+CREATE OR REPLACE FUNCTION queen._ready_cursor_move(p_queue bigint, p_group text, p_start bigint, p_pos bigint)
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
+    IF p_start IS NULL THEN
+        INSERT INTO queen.ready_cursor (queue_id, group_name, pos) VALUES (p_queue, p_group, p_pos)
+        ON CONFLICT DO NOTHING;
+        RETURN;
+    END IF;
+    PERFORM 1 FROM queen.ready_cursor WHERE queue_id = p_queue AND group_name = p_group
+    FOR NO KEY UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE queen.ready_cursor SET pos = p_pos WHERE queue_id = p_queue AND group_name = p_group;
+    END IF;
+END
+$fn$;
+
+-- _pop_round is a wildcard pop's partition choice: it goes round the group's
+-- ready set from where the group's last pop stopped (keys above v_start),
+-- then from the start up to there, claiming partitions until the batch or
+-- the partition budget is used. Consumed partitions leave the ready set
+-- when they are acked, so the scan meets only partitions with something to
+-- deliver; it looks at a few more than it may lease. Returns the claimed
+-- messages (status is not set).
+CREATE OR REPLACE FUNCTION queen._pop_round(q queen.queues, s queen.subscriptions, p_group text,
+                                             p_batch int, p_maxp int, p_lease uuid, p_auto boolean,
+                                             p_worker text, p_keys text[], p_now timestamptz)
+RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    res       queen.claim;
+    r         queen.claim;
+    v_pid     uuid;
+    v_pname   text;
+    v_start   bigint;
+    v_key     bigint;
+    v_last    bigint;
+    v_pos     bigint;
+    v_upto    bigint := 9223372036854775807;
+    v_parts   int := 0;
+    v_scanned int := 0;
+BEGIN
+    res.n := 0;
+    res.msgs := '{}';
+    SELECT pos INTO v_start FROM queen.ready_cursor WHERE queue_id = q.id AND group_name = p_group;
+    v_pos := coalesce(v_start, 0);
+    LOOP
+        EXIT WHEN v_parts >= p_maxp OR res.n >= p_batch OR v_scanned >= 64 + p_maxp;
+        -- Partitions leased by another consumer of the group, and those a
+        -- pop found waiting (delayedProcessing, windowBuffer, retryDelay)
+        -- until they can be deliverable, are passed over here, so they
+        -- never use up the scan budget.
+        SELECT rd.partition_id, p.name, rd.order_key INTO v_pid, v_pname, v_key
+        FROM queen.ready rd JOIN queen.partitions p ON p.id = rd.partition_id
+        WHERE rd.queue_id = q.id AND rd.group_name = p_group
+          AND rd.order_key > v_pos AND rd.order_key <= v_upto
+          AND (rd.not_before IS NULL OR rd.not_before <= p_now)
+          -- a scalar subquery, so the generic plan looks the cursor up by
+          -- key whatever the table's size when it was planned
+          AND NOT coalesce((SELECT c.lease_id IS NOT NULL AND c.lease_expires_at > p_now
+                            FROM queen.consumers c
+                            WHERE c.partition_id = rd.partition_id AND c.group_name = p_group), false)
+        ORDER BY rd.order_key
+        LIMIT 1
+        FOR UPDATE OF rd SKIP LOCKED;
+        IF NOT FOUND THEN
+            EXIT WHEN v_start IS NULL OR v_upto = v_start;
+            v_pos := 0;  -- round the corner: from the start up to where this pop began
+            v_upto := v_start;
+            CONTINUE;
+        END IF;
+        v_pos := v_key;
+        v_last := v_key;
+        r := queen._claim(q, s, v_pid, v_pname, p_group, p_batch - res.n, p_lease, p_auto,
+                          p_worker, p_keys, p_now);
+        IF r.status <> 'waiting' THEN
+            v_scanned := v_scanned + 1;  -- a waiting row is passed over from now on
+        END IF;
+        IF r.status = 'consumed' OR (r.status = 'claimed' AND p_auto) THEN
+            PERFORM queen._unschedule(v_pid, p_group);
+        ELSIF r.status = 'waiting' THEN
+            UPDATE queen.ready SET not_before = r.not_before
+            WHERE partition_id = v_pid AND group_name = p_group;  -- by ready_partition
+        END IF;
+        IF r.status = 'claimed' THEN
+            res.msgs := res.msgs || r.msgs;
+            res.n := res.n + r.n;
+            v_parts := v_parts + 1;
+        END IF;
+    END LOOP;
+    IF v_last IS NOT NULL THEN
+        PERFORM queen._ready_cursor_move(q.id, p_group, v_start, v_last);
+    END IF;
+    RETURN res;
+END
+$fn$;
+
 -- pop leases up to batch messages from one partition (or up to `partitions`
 -- partitions under one lease id, sharing the batch budget).
 -- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker, keys}
@@ -178,11 +276,8 @@ DECLARE
     r         queen.claim;
     v_pid     uuid;
     v_pname   text;
-    v_seen    uuid[] := '{}';
     v_msgs    json[] := '{}';
     v_got     int := 0;
-    v_parts   int := 0;
-    v_scanned int := 0;
 BEGIN
     IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'pop' AND enabled) THEN
         RETURN json_build_object('messages', '[]'::json);  -- pop maintenance: nothing is delivered
@@ -206,50 +301,9 @@ BEGIN
             END IF;
         END IF;
     ELSE
-        LOOP
-            -- Consumed partitions leave the ready set when they are acked,
-            -- so the scan meets only partitions with something to deliver;
-            -- it looks at a few more than it may lease.
-            EXIT WHEN v_parts >= v_maxp OR v_got >= v_batch OR v_scanned >= 64 + v_maxp;
-            -- Partitions leased by another consumer of the group, and those
-            -- a pop found waiting (delayedProcessing, windowBuffer,
-            -- retryDelay) until they can be deliverable, are passed over
-            -- here, so they never use up the scan budget.
-            SELECT rd.partition_id, p.name INTO v_pid, v_pname
-            FROM queen.ready rd JOIN queen.partitions p ON p.id = rd.partition_id
-            WHERE rd.queue_id = q.id AND rd.group_name = v_group
-              AND rd.partition_id <> ALL (v_seen)
-              AND (rd.not_before IS NULL OR rd.not_before <= v_now)
-              -- a scalar subquery, so the generic plan looks the cursor
-              -- up by key whatever the table's size when it was planned
-              AND NOT coalesce((SELECT c.lease_id IS NOT NULL AND c.lease_expires_at > v_now
-                                FROM queen.consumers c
-                                WHERE c.partition_id = rd.partition_id AND c.group_name = v_group), false)
-            ORDER BY rd.order_key
-            LIMIT 1
-            FOR UPDATE OF rd SKIP LOCKED;
-            EXIT WHEN NOT FOUND;
-            v_seen := v_seen || v_pid;
-            r := queen._claim(q, s, v_pid, v_pname, v_group, v_batch - v_got, v_lease, v_auto,
-                              v_worker, v_keys, v_now);
-            IF r.status <> 'waiting' THEN
-                v_scanned := v_scanned + 1;  -- a waiting row is passed over from now on
-            END IF;
-            IF r.status = 'consumed' THEN
-                PERFORM queen._unschedule(v_pid, v_group);
-            ELSIF r.status IN ('claimed', 'waiting') THEN
-                UPDATE queen.ready SET order_key = nextval('queen.ready_order'), not_before = r.not_before
-                WHERE partition_id = v_pid AND group_name = v_group;  -- by ready_partition
-                IF r.status = 'claimed' AND v_auto THEN
-                    PERFORM queen._unschedule(v_pid, v_group);
-                END IF;
-            END IF;
-            IF r.status = 'claimed' THEN
-                v_msgs := v_msgs || r.msgs;
-                v_got := v_got + r.n;
-                v_parts := v_parts + 1;
-            END IF;
-        END LOOP;
+        r := queen._pop_round(q, s, v_group, v_batch, v_maxp, v_lease, v_auto, v_worker, v_keys, v_now);
+        v_msgs := r.msgs;
+        v_got := r.n;
     END IF;
 
     RETURN json_build_object(

@@ -104,6 +104,7 @@ BEGIN
     DELETE FROM queen.segments WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = v_id);
     DELETE FROM queen.dedup WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = v_id);
     DELETE FROM queen.ready WHERE queue_id = v_id;
+    DELETE FROM queen.ready_cursor WHERE queue_id = v_id;
     DELETE FROM queen.queues WHERE id = v_id;  -- cascades to partitions and consumers
     RETURN true;
 END
