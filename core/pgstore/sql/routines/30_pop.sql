@@ -1,6 +1,102 @@
 -- ---------------------------------------------------------------------------
 -- pop
 
+-- _claim_lock locks the group's cursor of a partition without waiting,
+-- creating it on the group's first visit, and settles an expired lease.
+-- NULL (every field) when another transaction or a live lease holds it.
+CREATE OR REPLACE FUNCTION queen._claim_lock(q queen.queues, s queen.subscriptions, p_pid uuid, p_group text,
+                                              p_now timestamptz)
+RETURNS queen.consumers LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    cr queen.consumers;
+BEGIN
+    SELECT * INTO cr FROM queen.consumers
+    WHERE partition_id = p_pid AND group_name = p_group
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        -- Locked by another transaction, or the group's first visit here.
+        IF EXISTS (SELECT 1 FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group) THEN
+            RETURN NULL;
+        END IF;
+        PERFORM queen._ensure_consumer(p_pid, q.id, p_group, s.from_ts, p_now);
+        SELECT * INTO cr FROM queen.consumers
+        WHERE partition_id = p_pid AND group_name = p_group
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    IF cr.lease_id IS NOT NULL THEN
+        IF cr.lease_expires_at > p_now THEN
+            RETURN NULL;
+        END IF;
+        PERFORM queen._expire(p_pid, p_group, p_now);
+        SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group;
+    END IF;
+    RETURN cr;
+END
+$fn$;
+
+-- _claim_survivor moves a locked cursor whose next message was removed by
+-- retention to just before the oldest message that survives (to the
+-- partition's end when none does), so attempts count against a message
+-- that exists, and returns the moved cursor.
+CREATE OR REPLACE FUNCTION queen._claim_survivor(cr queen.consumers, p_last bigint, p_now timestamptz)
+RETURNS queen.consumers LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_to bigint;
+BEGIN
+    SELECT min(base_offset) - 1 INTO v_to FROM queen.segments
+    WHERE partition_id = cr.partition_id AND base_offset > cr.committed;
+    UPDATE queen.consumers
+    SET committed = coalesce(v_to, p_last), delivered = greatest(delivered, coalesce(v_to, p_last)),
+        attempts = 0, head_only = false, updated_at = p_now  -- the head that came alone is gone
+    WHERE partition_id = cr.partition_id AND group_name = cr.group_name
+    RETURNING * INTO cr;
+    RETURN cr;
+END
+$fn$;
+
+-- _claim_read reads up to p_lim deliverable messages of a partition from
+-- offset p_from (the segment holding it starts at p_seg), as pop returns
+-- them; foreign_key is a key reference the caller does not hold, if any
+-- message is sealed with one.
+CREATE OR REPLACE FUNCTION queen._claim_read(q queen.queues, cr queen.consumers, p_pname text, p_seg bigint,
+                                              p_from bigint, p_lim int, p_keys text[], p_now timestamptz,
+                                              OUT msgs json[], OUT n int, OUT last bigint, OUT foreign_key text)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
+    SELECT array_agg(json_build_object(
+               'id', queen.message_id(cr.partition_id, m.off),
+               'transactionId', m.txid,
+               'partitionId', cr.partition_id,
+               'partition', p_pname,
+               'queue', q.name,
+               'offset', m.off,
+               'data', queen.payload_json(m.payload, m.key_id),
+               'keyId', m.key_id,
+               'traceId', m.trace_id,
+               'producerSub', m.producer_sub,
+               'createdAt', m.created_at,
+               'retryCount', CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END)
+             ORDER BY m.off),
+           count(*), max(m.off), min(m.key_id) FILTER (WHERE NOT (m.key_id = ANY (coalesce(p_keys, '{}'))))
+    INTO msgs, n, last, foreign_key
+    FROM (
+        SELECT sg.base_offset + u.ord - 1 AS off, u.txid, sg.payloads[u.ord] AS payload,
+               sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub, sg.key_id
+        FROM queen.segments sg
+        CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS u(txid, ord)
+        WHERE sg.partition_id = cr.partition_id
+          AND sg.base_offset >= p_seg AND sg.base_offset < p_from + p_lim
+          AND sg.base_offset + u.ord - 1 >= p_from
+          AND sg.base_offset + u.ord - 1 < p_from + p_lim
+          AND (q.delayed_processing = 0
+               OR sg.created_at <= p_now - make_interval(secs => q.delayed_processing))
+    ) m;
+END
+$fn$;
+
 -- _claim tries to lease up to p_budget messages of one partition.
 -- status: 'claimed', 'consumed' (nothing left), 'busy' (leased or locked),
 -- 'waiting' (delayedProcessing / windowBuffer / retryDelay; not_before says
@@ -16,144 +112,82 @@ RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS
 DECLARE
     cr     queen.consumers;
     r      queen.claim;
+    rd     record;  -- _claim_read
     v_last bigint;
     v_pushed timestamptz;
     v_seg  bigint;
-    v_from bigint;
-    v_lim  int;
-    v_end  bigint;
-    v_key  text;
 BEGIN
     r.n := 0;
-    SELECT * INTO cr FROM queen.consumers
-    WHERE partition_id = p_pid AND group_name = p_group
-    FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
-        -- Locked by another transaction, or the group's first visit here.
-        IF EXISTS (SELECT 1 FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group) THEN
-            r.status := 'busy';
-            RETURN r;
-        END IF;
-        PERFORM queen._ensure_consumer(p_pid, q.id, p_group, s.from_ts, p_now);
-        SELECT * INTO cr FROM queen.consumers
-        WHERE partition_id = p_pid AND group_name = p_group
-        FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            r.status := 'busy';
-            RETURN r;
-        END IF;
+    cr := queen._claim_lock(q, s, p_pid, p_group, p_now);
+    IF cr.partition_id IS NULL THEN
+        r.status := 'busy';
+        RETURN r;
     END IF;
-    IF cr.lease_id IS NOT NULL THEN
-        IF cr.lease_expires_at > p_now THEN
-            r.status := 'busy';
-            RETURN r;
-        END IF;
-        PERFORM queen._expire(p_pid, p_group, p_now);
-        SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group;
-    END IF;
-
     SELECT last_offset, last_pushed_at INTO v_last, v_pushed FROM queen.partitions WHERE id = p_pid;
     IF cr.committed >= v_last THEN
         r.status := 'consumed';
         RETURN r;
     END IF;
+    r.status := 'waiting';
     IF cr.retry_at > p_now THEN  -- retryDelay after a failed attempt
-        r.status := 'waiting';
         r.not_before := cr.retry_at;
         RETURN r;
     END IF;
     IF q.window_buffer > 0 AND v_pushed > p_now - make_interval(secs => q.window_buffer) THEN
-        r.status := 'waiting';
         r.not_before := v_pushed + make_interval(secs => q.window_buffer);
         RETURN r;
     END IF;
 
-    v_from := cr.committed + 1;
     SELECT max(base_offset) INTO v_seg FROM queen.segments
-    WHERE partition_id = p_pid AND base_offset <= v_from;
-    IF v_seg IS NULL THEN
-        -- The head was removed by retention: continue at the oldest survivor.
-        SELECT min(base_offset) INTO v_seg FROM queen.segments
-        WHERE partition_id = p_pid AND base_offset > cr.committed;
-        IF v_seg IS NULL THEN
-            UPDATE queen.consumers
-            SET committed = v_last, delivered = greatest(delivered, v_last), attempts = 0,
-                head_only = false, updated_at = p_now
-            WHERE partition_id = p_pid AND group_name = p_group;
+    WHERE partition_id = p_pid AND base_offset <= cr.committed + 1;
+    IF v_seg IS NULL THEN  -- the head was removed by retention
+        cr := queen._claim_survivor(cr, v_last, p_now);
+        IF cr.committed >= v_last THEN
             r.status := 'consumed';
             RETURN r;
         END IF;
-        -- Messages up to the oldest survivor are gone: the cursor moves to
-        -- just before it, so attempts count against a message that exists.
-        UPDATE queen.consumers
-        SET committed = v_seg - 1, delivered = greatest(delivered, v_seg - 1), attempts = 0,
-            head_only = false, updated_at = p_now
-        WHERE partition_id = p_pid AND group_name = p_group;
-        cr.committed := v_seg - 1;
-        cr.attempts := 0;
-        cr.head_only := false;  -- the head that came alone is gone
-        v_from := v_seg;
+        v_seg := cr.committed + 1;
     END IF;
-    v_lim := CASE WHEN cr.head_only THEN 1 ELSE p_budget END;
-
-    SELECT array_agg(json_build_object(
-               'id', queen.message_id(p_pid, m.off),
-               'transactionId', m.txid,
-               'partitionId', p_pid,
-               'partition', p_pname,
-               'queue', q.name,
-               'offset', m.off,
-               'data', queen.payload_json(m.payload, m.key_id),
-               'keyId', m.key_id,
-               'traceId', m.trace_id,
-               'producerSub', m.producer_sub,
-               'createdAt', m.created_at,
-               'retryCount', CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END)
-             ORDER BY m.off),
-           count(*), max(m.off), min(m.key_id) FILTER (WHERE NOT (m.key_id = ANY (coalesce(p_keys, '{}'))))
-    INTO r.msgs, r.n, v_end, v_key
-    FROM (
-        SELECT sg.base_offset + u.ord - 1 AS off, u.txid, sg.payloads[u.ord] AS payload,
-               sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub, sg.key_id
-        FROM queen.segments sg
-        CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS u(txid, ord)
-        WHERE sg.partition_id = p_pid
-          AND sg.base_offset >= v_seg AND sg.base_offset < v_from + v_lim
-          AND sg.base_offset + u.ord - 1 >= v_from
-          AND sg.base_offset + u.ord - 1 < v_from + v_lim
-          AND (q.delayed_processing = 0
-               OR sg.created_at <= p_now - make_interval(secs => q.delayed_processing))
-    ) m;
-
-    IF r.n = 0 THEN
+    SELECT * INTO rd FROM queen._claim_read(q, cr, p_pname, v_seg, cr.committed + 1,
+                                            CASE WHEN cr.head_only THEN 1 ELSE p_budget END, p_keys, p_now);
+    IF rd.n = 0 THEN
         -- Only delayedProcessing leaves a stored head undeliverable; the
         -- segment holding it is the oldest that can become deliverable.
-        r.status := 'waiting';
         SELECT created_at + make_interval(secs => q.delayed_processing) INTO r.not_before
         FROM queen.segments WHERE partition_id = p_pid AND base_offset = v_seg;
         RETURN r;
     END IF;
-    IF v_key IS NOT NULL THEN
+    IF rd.foreign_key IS NOT NULL THEN
         -- Nothing is leased or committed: the caller fetches the key and
         -- pops again, or reports that it lacks it (the detail names it).
         RAISE EXCEPTION 'queue %, partition %: messages are sealed with key %, which this server does not hold',
-            q.name, p_pname, v_key USING ERRCODE = 'QNKEY', DETAIL = v_key;
+            q.name, p_pname, rd.foreign_key USING ERRCODE = 'QNKEY', DETAIL = rd.foreign_key;
     END IF;
+    PERFORM queen._claim_take(q, p_pid, p_group, rd.last, p_auto, p_lease, p_worker, p_now);
+    r.status := 'claimed';
+    r.msgs := rd.msgs;
+    r.n := rd.n;
+    RETURN r;
+END
+$fn$;
 
+-- _claim_take commits (autoAck) or leases the claimed span up to p_end.
+CREATE OR REPLACE FUNCTION queen._claim_take(q queen.queues, p_pid uuid, p_group text, p_end bigint,
+                                              p_auto boolean, p_lease uuid, p_worker text, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
     IF p_auto THEN
         UPDATE queen.consumers
-        SET committed = v_end, delivered = greatest(delivered, v_end), attempts = 0,
+        SET committed = p_end, delivered = greatest(delivered, p_end), attempts = 0,
             head_only = false, retry_at = NULL, updated_at = p_now
         WHERE partition_id = p_pid AND group_name = p_group;
     ELSE
         UPDATE queen.consumers
-        SET batch_end = v_end, delivered = greatest(delivered, v_end), lease_id = p_lease,
+        SET batch_end = p_end, delivered = greatest(delivered, p_end), lease_id = p_lease,
             lease_expires_at = p_now + make_interval(secs => q.lease_time),
             worker_id = p_worker, updated_at = p_now
         WHERE partition_id = p_pid AND group_name = p_group;
     END IF;
-    r.status := 'claimed';
-    RETURN r;
 END
 $fn$;
 
