@@ -98,6 +98,19 @@ BEGIN
 END
 $fn$;
 
+-- _schedule puts partitions of a queue in the group's ready set (at the
+-- end of its round); those already in it stay where they are.
+CREATE OR REPLACE FUNCTION queen._schedule(p_queue_id bigint, p_group text, p_pids uuid[])
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
+    INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+    SELECT p_queue_id, p_group, u.pid, nextval('queen.ready_order')
+    FROM unnest(p_pids) AS u(pid)
+    ORDER BY u.pid
+    ON CONFLICT DO NOTHING;
+END
+$fn$;
+
 -- _subscribe returns the (queue, group) subscription, creating it on first
 -- use. A new subscription gets ready rows for every partition holding
 -- messages it should read.
@@ -118,13 +131,11 @@ BEGIN
             p_now)
     ON CONFLICT DO NOTHING;
     SELECT * INTO s FROM queen.subscriptions WHERE queue_name = p_queue AND group_name = p_group;
-    INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
-    SELECT p.queue_id, p_group, p.id, nextval('queen.ready_order')
-    FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
-    WHERE x.name = p_queue AND p.last_offset >= 0
-      AND (s.from_ts IS NULL OR p.last_pushed_at >= s.from_ts)
-    ORDER BY p.id
-    ON CONFLICT DO NOTHING;
+    PERFORM queen._schedule(x.id, p_group, ARRAY(
+        SELECT p.id FROM queen.partitions p
+        WHERE p.queue_id = x.id AND p.last_offset >= 0
+          AND (s.from_ts IS NULL OR p.last_pushed_at >= s.from_ts)))
+    FROM queen.queues x WHERE x.name = p_queue;
     RETURN s;
 END
 $fn$;

@@ -13,6 +13,7 @@ DECLARE
     v_ts  timestamptz := (p_target->>'timestamp')::timestamptz;
     v_bad text;
     v_res json;
+    v_pids uuid[];
 BEGIN
     SELECT * INTO q FROM queen.queues WHERE name = p_queue;
     IF NOT FOUND THEN
@@ -66,17 +67,12 @@ BEGIN
         FROM target t
         WHERE c.partition_id = t.pid AND c.group_name = p_group AND t.committed IS NOT NULL
         RETURNING t.pid, t.name, t.committed, t.last_offset
-    ),
-    rdy AS (
-        INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
-        SELECT q.id, p_group, upd.pid, nextval('queen.ready_order')
-        FROM upd WHERE upd.committed < upd.last_offset
-        ORDER BY upd.pid
-        ON CONFLICT DO NOTHING
     )
     SELECT json_agg(json_build_object('partition', upd.name, 'committed', upd.committed,
-                                      'lastOffset', upd.last_offset) ORDER BY upd.name)
-    INTO v_res FROM upd;
+                                      'lastOffset', upd.last_offset) ORDER BY upd.name),
+           array_agg(upd.pid) FILTER (WHERE upd.committed < upd.last_offset)
+    INTO v_res, v_pids FROM upd;
+    PERFORM queen._schedule(q.id, p_group, v_pids);
     RETURN json_build_object('status', 'ok', 'partitions', coalesce(v_res, '[]'::json));
 END
 $fn$;

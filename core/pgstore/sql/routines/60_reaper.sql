@@ -1,6 +1,36 @@
 -- ---------------------------------------------------------------------------
 -- reaper
 
+-- _reap_segments deletes up to p_limit segments older than their queue's
+-- retentionSeconds, or (p_completed) older than its
+-- completedRetentionSeconds and consumed by every subscribed group: by
+-- each group's cursor, or its subscription start while it has no cursor
+-- there (a group subscribed after a segment never holds it back).
+CREATE OR REPLACE FUNCTION queen._reap_segments(p_now timestamptz, p_limit int, p_completed boolean)
+RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    n int;
+BEGIN
+    DELETE FROM queen.segments WHERE ctid = ANY (ARRAY(
+        SELECT sg.ctid
+        FROM queen.queues x
+        JOIN queen.partitions p ON p.queue_id = x.id
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN p_completed THEN x.completed_retention_seconds ELSE x.retention_seconds END AS keep,
+                   CASE WHEN p_completed THEN queen.slowest_position(p.id, x.name) END AS low) cm
+        CROSS JOIN LATERAL (
+            SELECT s.ctid FROM queen.segments s
+            WHERE s.partition_id = p.id
+              AND s.created_at < p_now - make_interval(secs => cm.keep)
+              AND (NOT p_completed OR s.base_offset + cardinality(s.txids) - 1 <= cm.low)
+            ORDER BY s.base_offset LIMIT p_limit) sg
+        WHERE cm.keep > 0 AND (NOT p_completed OR cm.low IS NOT NULL)
+        LIMIT p_limit));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
+
 -- reap does one bounded maintenance pass: expire leases (counting the
 -- attempt), prune dedup keys past their window, apply retentionSeconds and
 -- completedRetentionSeconds. At most p_limit rows of each kind. Safe to run
@@ -42,41 +72,8 @@ BEGIN
         LIMIT p_limit));
     GET DIAGNOSTICS v_dedup = ROW_COUNT;
 
-    DELETE FROM queen.segments WHERE ctid = ANY (ARRAY(
-        SELECT sg.ctid
-        FROM queen.queues x
-        JOIN queen.partitions p ON p.queue_id = x.id
-        CROSS JOIN LATERAL (
-            SELECT s.ctid FROM queen.segments s
-            WHERE s.partition_id = p.id
-              AND s.created_at < v_now - make_interval(secs => x.retention_seconds)
-            ORDER BY s.base_offset LIMIT p_limit) sg
-        WHERE x.retention_seconds > 0
-        LIMIT p_limit));
-    GET DIAGNOSTICS v_retained = ROW_COUNT;
-
-    DELETE FROM queen.segments WHERE ctid = ANY (ARRAY(
-        SELECT sg.ctid
-        FROM queen.queues x
-        JOIN queen.partitions p ON p.queue_id = x.id
-        -- The slowest subscribed group: its cursor, or its subscription
-        -- start while it has no cursor here (a group subscribed after a
-        -- segment never holds it back).
-        CROSS JOIN LATERAL (
-            SELECT min(queen.group_position(p.id, c.committed, sb.from_ts)) AS low
-            FROM queen.subscriptions sb
-            LEFT JOIN queen.consumers c ON c.partition_id = p.id AND c.group_name = sb.group_name
-            WHERE sb.queue_name = x.name) cm
-        CROSS JOIN LATERAL (
-            SELECT s.ctid FROM queen.segments s
-            WHERE s.partition_id = p.id
-              AND s.created_at < v_now - make_interval(secs => x.completed_retention_seconds)
-              AND s.base_offset + cardinality(s.txids) - 1 <= cm.low
-            ORDER BY s.base_offset LIMIT p_limit) sg
-        WHERE x.completed_retention_seconds > 0
-          AND cm.low IS NOT NULL
-        LIMIT p_limit));
-    GET DIAGNOSTICS v_complete = ROW_COUNT;
+    v_retained := queen._reap_segments(v_now, p_limit, false);
+    v_complete := queen._reap_segments(v_now, p_limit, true);
 
     RETURN json_build_object('leasesExpired', v_expired, 'deadLettered', v_dead,
                              'dedupPruned', v_dedup, 'segmentsRetained', v_retained,
