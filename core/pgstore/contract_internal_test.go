@@ -157,7 +157,7 @@ func TestRoutinesReadTheKeysGoWrites(t *testing.T) {
 		{[]string{"_push_pairs", "_push_plan"}, pushArg{}, []string{"snapshot"}},
 		{[]string{"_ack_resolve"}, ackArg{}, nil},
 		{[]string{"configure"}, optionsArg{}, nil},
-		{[]string{"seek"}, seekArg{}, nil},
+		{[]string{"seek_v2"}, seekArg{}, nil},
 	} {
 		want := append(tagsOf(c.goType), c.extra...)
 		sort.Strings(want)

@@ -118,6 +118,32 @@ func TestPreviousReleaseCallsWork(t *testing.T) {
 	if retried["status"] != "queued" {
 		t.Fatalf("previous release's DLQ retry: %v", retried)
 	}
+	// extend_lease and seek raise QN404/QN409 now (seek_v2, extend_lease_v2);
+	// the previous release reads statuses.
+	live := pop(t, e, queen.PopRequest{Queue: "orders", Partition: "us", ConsumerGroup: "billing"})
+	for _, c := range []struct {
+		lease string
+		want  string
+	}{{live.LeaseID, "ok"}, {"7d0c5e0e-0000-4000-8000-000000000000", "unknown"}} {
+		if got := call(`SELECT queen.extend_lease($1::uuid, $2::int, $3::timestamptz)`, c.lease, 30, now); got["status"] != c.want ||
+			(c.want == "ok" && got["expiresAt"] == nil) {
+			t.Fatalf("previous release's extend_lease of %s: %v, want status %s", c.lease, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		queue, target, want string
+	}{
+		{"orders", `{"toEnd":true}`, "ok"},
+		{"nope", `{"toEnd":true}`, "queue_not_found"},
+		{"orders", `{"offsets":{"mars":1}}`, "partition_not_found"},
+	} {
+		got := call(`SELECT queen.seek($1::text, $2::text, $3::json, $4::timestamptz)`, "audit", c.queue, c.target, now)
+		if got["status"] != c.want || (c.want == "ok" && len(got["partitions"].([]any)) != 2) ||
+			(c.want == "partition_not_found" && got["partition"] != "mars") {
+			t.Fatalf("previous release's seek of %s to %s: %v, want status %s", c.queue, c.target, got, c.want)
+		}
+	}
+
 	// What they wrote reads back through the current store.
 	res := pop(t, e, queen.PopRequest{Queue: "fresh", Batch: 10})
 	if len(res.Messages) != 1 || string(res.Messages[0].Data) != "[1, 2]" && string(res.Messages[0].Data) != "[1,2]" {

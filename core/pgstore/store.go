@@ -208,6 +208,8 @@ func isRetryable(err error) bool {
 // domain error by interpretError, and a test holds this list to the codes
 // sql/routines/ raises.
 const (
+	sqlstateNotFound     = "QN404" // what the call names does not exist: queen.ErrNotFound (message says what)
+	sqlstateConflict     = "QN409" // the call conflicts with the state (an expired lease): queen.ErrConflict
 	sqlstateQueueFull    = "QN429" // maxSize reached: queen.ErrQueueFull
 	sqlstatePaused       = "QN503" // pushes paused for maintenance: queen.ErrMaintenance
 	sqlstateSealRequired = "QNENC" // a plain payload for an encrypted queue (detail: the queue)
@@ -215,7 +217,7 @@ const (
 )
 
 // sqlstates lists the codes above.
-var sqlstates = []string{sqlstateQueueFull, sqlstatePaused, sqlstateSealRequired, sqlstateKeyMissing}
+var sqlstates = []string{sqlstateNotFound, sqlstateConflict, sqlstateQueueFull, sqlstatePaused, sqlstateSealRequired, sqlstateKeyMissing}
 
 // interpretError translates driver errors into domain errors: the one place
 // that knows Postgres error codes.
@@ -232,6 +234,10 @@ func interpretError(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
+		case pgErr.Code == sqlstateNotFound:
+			return &queen.KindError{Kind: queen.ErrNotFound, Message: pgErr.Message}
+		case pgErr.Code == sqlstateConflict:
+			return &queen.KindError{Kind: queen.ErrConflict, Message: pgErr.Message}
 		case pgErr.Code == sqlstateQueueFull:
 			return &queen.KindError{Kind: queen.ErrQueueFull, Message: pgErr.Message}
 		case pgErr.Code == sqlstatePaused:
@@ -459,19 +465,12 @@ func (s *Store) ExtendLease(ctx context.Context, leaseID string, seconds int) (t
 		return time.Time{}, queen.Invalid("seconds", "must be between 1 and %d (or 0: the queue's leaseTime)", 7*86400)
 	}
 	var out struct {
-		Status    string    `json:"status"`
-		ExpiresAt time.Time `json:"expiresAt,omitempty"` // when status is ok
+		ExpiresAt time.Time `json:"expiresAt"`
 	}
 	if err := s.call(ctx, "extend lease", sqlExtendLease, &out, leaseID, seconds, s.now()); err != nil {
 		return time.Time{}, err
 	}
-	switch out.Status {
-	case "ok":
-		return out.ExpiresAt, nil
-	case "expired":
-		return time.Time{}, queen.Errorf(queen.ErrConflict, "lease %s has expired", leaseID)
-	}
-	return time.Time{}, queen.Errorf(queen.ErrNotFound, "lease %s not found", leaseID)
+	return out.ExpiresAt, nil
 }
 
 // queueRow is a queues row as row_to_json renders it.
@@ -582,18 +581,10 @@ func (s *Store) Seek(ctx context.Context, group, queue string, t queen.SeekTarge
 	}
 	arg, _ := jsonArg(target)
 	var out struct {
-		Status     string             `json:"status"`
-		Partition  string             `json:"partition,omitempty"`  // partition_not_found
-		Partitions []queen.SeekResult `json:"partitions,omitempty"` // ok
+		Partitions []queen.SeekResult `json:"partitions"`
 	}
 	if err := s.call(ctx, "seek", sqlSeek, &out, group, queue, arg, s.now()); err != nil {
 		return nil, err
-	}
-	switch out.Status {
-	case "queue_not_found":
-		return nil, queen.Errorf(queen.ErrNotFound, "queue %s not found", queue)
-	case "partition_not_found":
-		return nil, queen.Errorf(queen.ErrNotFound, "partition %s not found in queue %s", out.Partition, queue)
 	}
 	return out.Partitions, nil
 }

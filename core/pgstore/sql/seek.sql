@@ -1,1 +1,1 @@
-SELECT queen.seek($1::text, $2::text, $3::json, $4::timestamptz)
+SELECT queen.seek_v2($1::text, $2::text, $3::json, $4::timestamptz)

@@ -14,6 +14,15 @@
 -- conflict with the FOR KEY SHARE that foreign-key checks take (a pop
 -- creating a consumers row checks its partition), so those never wait either.
 
+-- Errors: a routine that cannot do what it was asked raises one of our
+-- SQLSTATEs (class QN: QN404 not found, QN409 conflict, QN429 queue full,
+-- QN503 maintenance, QNENC/QNKEY encryption), its message written for the
+-- caller; pgstore's interpretError maps each to a domain error, and a test
+-- holds its list to the codes raised here. Results that are data — the
+-- per-item outcome of an ack batch or a push — stay in the reply. A routine
+-- whose reply must change gets a new name (seek_v2, extend_lease_v2) and
+-- the old name answers the previous release's callers for one release.
+
 -- Performance notes (see README, Benchmarks):
 -- * Every lookup is by key (scalar subqueries, LATERAL, = ANY on a primary
 --   key), so no statement's cost grows with the number of queues,

@@ -424,10 +424,10 @@ BEGIN
 END
 $fn$;
 
--- extend_lease pushes out the expiry of every partition lease held under
--- p_lease to p_seconds from now (0: the queue's leaseTime). Returns
--- {status: 'ok'|'expired'|'unknown', expiresAt}.
-CREATE OR REPLACE FUNCTION queen.extend_lease(p_lease uuid, p_seconds int, p_now timestamptz)
+-- extend_lease_v2 moves a live lease's expiry to p_seconds from now (0:
+-- the queue's leaseTime), never earlier than it was. Returns {expiresAt};
+-- raises QN409 when the lease has expired, QN404 when no cursor holds it.
+CREATE OR REPLACE FUNCTION queen.extend_lease_v2(p_lease uuid, p_seconds int, p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
@@ -444,12 +444,25 @@ BEGIN
     )
     SELECT max(lease_expires_at) INTO v_exp FROM u;
     IF v_exp IS NOT NULL THEN
-        RETURN json_build_object('status', 'ok', 'expiresAt', v_exp);
+        RETURN json_build_object('expiresAt', v_exp);
     END IF;
     IF EXISTS (SELECT 1 FROM queen.consumers WHERE lease_id = p_lease) THEN
-        RETURN json_build_object('status', 'expired');
+        RAISE EXCEPTION 'lease % has expired', p_lease USING ERRCODE = 'QN409';
     END IF;
-    RETURN json_build_object('status', 'unknown');
+    RAISE EXCEPTION 'lease % not found', p_lease USING ERRCODE = 'QN404';
+END
+$fn$;
+
+-- extend_lease is the previous release's call (until the release after
+-- this one): {status: ok, expiresAt} | {status: expired} | {status: unknown}.
+CREATE OR REPLACE FUNCTION queen.extend_lease(p_lease uuid, p_seconds int, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN json_build_object('status', 'ok',
+                             'expiresAt', queen.extend_lease_v2(p_lease, p_seconds, p_now)->'expiresAt');
+EXCEPTION
+    WHEN SQLSTATE 'QN409' THEN RETURN json_build_object('status', 'expired');
+    WHEN SQLSTATE 'QN404' THEN RETURN json_build_object('status', 'unknown');
 END
 $fn$;
 

@@ -1,10 +1,12 @@
 -- ---------------------------------------------------------------------------
 -- seek, configure, DLQ retry
 
--- seek moves a group's cursors on a queue. p_target: {toEnd} | {toBeginning}
--- | {timestamp} | {offsets: {partition: nextOffset}}. Clears leases and
--- attempt counts. Returns {status, partitions: [{partition, committed}]}.
-CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue text, p_target json, p_now timestamptz)
+-- seek_v2 moves a group's cursors on a queue. p_target: {toEnd} |
+-- {toBeginning} | {timestamp} | {offsets: {partition: nextOffset}}. Clears
+-- leases and attempt counts. Returns {partitions: [{partition, committed,
+-- lastOffset}]}; raises QN404 when the queue, or a partition the offsets
+-- name (the detail), does not exist.
+CREATE OR REPLACE FUNCTION queen.seek_v2(p_group text, p_queue text, p_target json, p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
@@ -17,14 +19,14 @@ DECLARE
 BEGIN
     SELECT * INTO q FROM queen.queues WHERE name = p_queue;
     IF NOT FOUND THEN
-        RETURN json_build_object('status', 'queue_not_found');
+        RAISE EXCEPTION 'queue % not found', p_queue USING ERRCODE = 'QN404';
     END IF;
     IF p_target->'offsets' IS NOT NULL THEN
         SELECT k INTO v_bad FROM json_object_keys(p_target->'offsets') k
         WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.queue_id = q.id AND p.name = k)
         LIMIT 1;
         IF v_bad IS NOT NULL THEN
-            RETURN json_build_object('status', 'partition_not_found', 'partition', v_bad);
+            RAISE EXCEPTION 'partition % not found in queue %', v_bad, p_queue USING ERRCODE = 'QN404', DETAIL = v_bad;
         END IF;
     END IF;
     s := queen._subscribe(p_queue, p_group, 'all', NULL, v_now);
@@ -73,7 +75,26 @@ BEGIN
            array_agg(upd.pid) FILTER (WHERE upd.committed < upd.last_offset)
     INTO v_res, v_pids FROM upd;
     PERFORM queen._schedule(q.id, p_group, v_pids);
-    RETURN json_build_object('status', 'ok', 'partitions', coalesce(v_res, '[]'::json));
+    RETURN json_build_object('partitions', coalesce(v_res, '[]'::json));
+END
+$fn$;
+
+-- seek is the previous release's call (until the release after this one):
+-- {status: ok, partitions} | {status: queue_not_found} |
+-- {status: partition_not_found, partition}.
+CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue text, p_target json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_part text;
+BEGIN
+    RETURN json_build_object('status', 'ok',
+                             'partitions', queen.seek_v2(p_group, p_queue, p_target, p_now)->'partitions');
+EXCEPTION WHEN SQLSTATE 'QN404' THEN
+    GET STACKED DIAGNOSTICS v_part = PG_EXCEPTION_DETAIL;
+    IF coalesce(v_part, '') = '' THEN
+        RETURN json_build_object('status', 'queue_not_found');
+    END IF;
+    RETURN json_build_object('status', 'partition_not_found', 'partition', v_part);
 END
 $fn$;
 
