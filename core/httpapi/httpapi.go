@@ -16,7 +16,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -59,8 +58,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxWait caps long-poll waits. Default DefaultMaxWait.
 	MaxWait time.Duration
-	// PollInterval is the longest pause between polls. Default DefaultPollInterval.
+	// PollInterval is the pause between polls of a long-poll when the store
+	// cannot be probed (see queen.Prober). Default DefaultPollInterval.
 	PollInterval time.Duration
+	// ProbeInterval is the shortest pause between probes for the long-polls
+	// waiting in this API (see wait.go). Default DefaultProbeInterval.
+	ProbeInterval time.Duration
 	// Logger receives request errors. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics, when set, counts operations and serves /metrics/prometheus.
@@ -90,6 +93,9 @@ func (c Config) WithDefaults() Config {
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
 	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -98,17 +104,17 @@ func (c Config) WithDefaults() Config {
 
 // API is the HTTP API over a store.
 type API struct {
-	store  queen.Store
-	cfg    Config
-	wakeMu sync.Mutex
-	wake   map[string]chan struct{}
+	store queen.Store
+	cfg   Config
+	hub   *hub // long-polls
 
 	handlers map[string]func(http.ResponseWriter, *http.Request) error // by route pattern
 }
 
 // New returns an API over store.
 func New(store queen.Store, cfg Config) *API {
-	a := &API{store: store, cfg: cfg.WithDefaults(), wake: map[string]chan struct{}{}}
+	a := &API{store: store, cfg: cfg.WithDefaults()}
+	a.hub = newHub(store, a.cfg.ProbeInterval, a.cfg.Logger)
 	a.handlers = a.routeHandlers()
 	return a
 }

@@ -245,8 +245,9 @@ func wirePop(res queen.PopResult) popResponse {
 
 // popWait long-polls: it pops until something is deliverable, the wait
 // (capped by Config.MaxWait and the request's own deadline) passes, or the
-// client goes away. A push through this process wakes it at once; pushes
-// elsewhere are seen within PollInterval.
+// client goes away. Between pops it waits in the API's hub (wait.go): a
+// push through this API wakes it at once, pushes elsewhere within a probe
+// interval.
 func (a *API) popWait(r *http.Request, req queen.PopRequest, wait time.Duration) (queen.PopResult, error) {
 	ctx := r.Context()
 	if wait > a.cfg.MaxWait {
@@ -256,51 +257,47 @@ func (a *API) popWait(r *http.Request, req queen.PopRequest, wait time.Duration)
 	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(deadline) {
 		deadline = d.Add(-time.Second) // leave time to answer before the Lambda deadline
 	}
-	interval := 25 * time.Millisecond
+	w := a.hub.add(queen.WaitKey{Queue: req.Queue, Group: req.ConsumerGroup})
+	defer a.hub.remove(w)
 	for {
-		wake := a.waiter(req.Queue)
 		res, err := a.store.Pop(ctx, req)
-		if err != nil || len(res.Messages) > 0 {
+		if err != nil {
 			return res, err
+		}
+		if len(res.Messages) > 0 {
+			a.hub.remove(w)
+			a.hub.wake(w.key, 1) // there may be more: the next waiter looks
+			return res, nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return res, nil
 		}
-		timer := time.NewTimer(min(interval, left))
+		if a.hub.probe == nil {
+			left = min(left, a.cfg.PollInterval) // a store without a probe is polled
+		}
+		timer := time.NewTimer(left)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return res, nil
-		case <-wake:
-			timer.Stop()
+		case <-w.wake:
 		case <-timer.C:
 		}
-		interval = min(interval*2, a.cfg.PollInterval)
+		timer.Stop()
 	}
-}
-
-// waiter returns a channel closed at the next push to queue in this process.
-func (a *API) waiter(queue string) <-chan struct{} {
-	a.wakeMu.Lock()
-	defer a.wakeMu.Unlock()
-	ch, ok := a.wake[queue]
-	if !ok {
-		ch = make(chan struct{})
-		a.wake[queue] = ch
-	}
-	return ch
 }
 
 // notify wakes the long-polls waiting on the queues pushed to.
 func (a *API) notify(res []queen.PushResult) {
-	a.wakeMu.Lock()
-	defer a.wakeMu.Unlock()
+	queued := map[string]int{}
 	for _, r := range res {
-		if ch, ok := a.wake[r.Queue]; ok && r.Status == queen.StatusQueued {
-			close(ch)
-			delete(a.wake, r.Queue)
+		if r.Status == queen.StatusQueued {
+			queued[r.Queue]++
 		}
+	}
+	for q, n := range queued {
+		a.hub.pushed(q, n)
 	}
 }
 

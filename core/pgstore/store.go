@@ -59,6 +59,7 @@ var (
 	sqlStats       = query("stats")
 	sqlMaintGet    = query("maintenance_get")
 	sqlMaintSet    = query("maintenance_set")
+	sqlDeliverable = query("deliverable")
 )
 
 // DB is what the store needs of a connection pool; *pgxpool.Pool has it.
@@ -454,6 +455,29 @@ func (s *Store) Transaction(ctx context.Context, req queen.TransactionRequest) (
 		pushed = []queen.PushResult{}
 	}
 	return queen.TransactionResult{Acks: results, Pushes: pushed}, nil
+}
+
+// Deliverable implements queen.Prober: one statement for every pair.
+func (s *Store) Deliverable(ctx context.Context, keys []queen.WaitKey) ([]bool, error) {
+	out := make([]bool, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	queues, groups := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		queues[i], groups[i] = k.Queue, k.Group
+		if groups[i] == "" {
+			groups[i] = queen.QueueModeGroup
+		}
+	}
+	var idx []int32
+	if err := s.db.QueryRow(ctx, sqlDeliverable, queues, groups, s.now()).Scan(&idx); err != nil {
+		return nil, interpretError("probe", err)
+	}
+	for _, i := range idx {
+		out[i] = true
+	}
+	return out, nil
 }
 
 // ExtendLease implements queen.Store.

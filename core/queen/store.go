@@ -5,6 +5,20 @@ import (
 	"time"
 )
 
+// WaitKey names what a long-poll waits for: a deliverable partition of
+// Queue for Group ("" is QueueModeGroup).
+type WaitKey struct {
+	Queue, Group string
+}
+
+// Prober is what a Store may also offer long-polls: which of keys a
+// wildcard pop could serve now, in one cheap round trip for all of them.
+// It may err towards true (the pop then finds nothing and the poll waits
+// again), never towards false for a partition a pop would serve.
+type Prober interface {
+	Deliverable(ctx context.Context, keys []WaitKey) ([]bool, error)
+}
+
 // Store is the queue engine: every method is one transaction. The Postgres
 // implementation lives in package pgstore. Inputs are validated by the
 // Store (see Validate*), so callers may pass what they decoded.

@@ -1,0 +1,138 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/httpapi"
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// countingStore counts the statements long-polls cost: pops and probes.
+type countingStore struct {
+	queen.Store
+	pops, probes atomic.Int64
+	empty        chan string // the queue of every empty pop
+}
+
+func (c *countingStore) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult, error) {
+	c.pops.Add(1)
+	res, err := c.Store.Pop(ctx, req)
+	if err == nil && len(res.Messages) == 0 {
+		select {
+		case c.empty <- req.Queue:
+		default:
+		}
+	}
+	return res, err
+}
+
+func (c *countingStore) Deliverable(ctx context.Context, keys []queen.WaitKey) ([]bool, error) {
+	c.probes.Add(1)
+	return c.Store.(queen.Prober).Deliverable(ctx, keys)
+}
+
+// SPEC §3.4 and issue 13: idle long-polls cost at most about one cheap
+// probe per waiter per second, however many wait, and a push made
+// elsewhere (another process: here the store itself, not this API)
+// reaches a waiting consumer within 1 s.
+func TestLongPollsShareOneProbe(t *testing.T) {
+	t.Parallel()
+	cs := &countingStore{empty: make(chan string, 1000)}
+	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
+		cfg.MaxWait = 20 * time.Second
+		cs.Store = *st
+		*st = cs
+	})
+	const waiters = 20
+	done := make(chan reply, waiters)
+	for i := range waiters {
+		go func() {
+			done <- s.do("GET", fmt.Sprintf("/api/v1/pop/queue/idle-%d?wait=true&timeout=6000", i), nil)
+		}()
+	}
+	for range waiters { // every consumer waits: its first pop found nothing
+		<-cs.empty
+	}
+	pops0, probes0, t0 := cs.pops.Load(), cs.probes.Load(), time.Now()
+	window := time.NewTimer(2 * time.Second)
+	select {
+	case r := <-done:
+		t.Fatalf("a long-poll ended early: %d %s", r.status, r.body)
+	case <-window.C:
+	}
+	secs := time.Since(t0).Seconds()
+	pops, probes := cs.pops.Load()-pops0, cs.probes.Load()-probes0
+	t.Logf("%d idle waiters over %.1f s: %d pops, %d probes", waiters, secs, pops, probes)
+	if pops != 0 {
+		t.Errorf("idle waiters popped %d times in %.1f s: they should wait for a probe", pops, secs)
+	}
+	if perWaiter := float64(probes) / waiters / secs; perWaiter > 1 || probes == 0 {
+		t.Errorf("%d probes for %d waiters in %.1f s: %.2f per waiter per second, want (0, 1]", probes, waiters, secs, perWaiter)
+	}
+
+	// A push that does not go through this API (another process's).
+	pushedAt := time.Now()
+	if _, err := s.env.Store.Push(context.Background(), []queen.PushItem{{Queue: "idle-7", Payload: []byte(`"hi"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.status != 200 {
+		t.Fatalf("long-poll got %d %s, want the message pushed elsewhere", r.status, r.body)
+	}
+	if d := time.Since(pushedAt); d > time.Second {
+		t.Fatalf("a message pushed elsewhere reached the waiting consumer after %v, want < 1 s", d)
+	}
+	for range waiters - 1 {
+		if r := <-done; r.status != 204 {
+			t.Fatalf("an idle long-poll answered %d %s", r.status, r.body)
+		}
+	}
+}
+
+// A burst for many waiters of one queue is shared out without a herd: each
+// message goes to one waiter, and waiters are woken one after another.
+func TestLongPollBurstReachesEveryWaiter(t *testing.T) {
+	t.Parallel()
+	cs := &countingStore{empty: make(chan string, 1000)}
+	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
+		cfg.MaxWait = 20 * time.Second
+		cs.Store = *st
+		*st = cs
+	})
+	const waiters = 10
+	done := make(chan reply, waiters)
+	for range waiters {
+		go func() {
+			done <- s.do("GET", "/api/v1/pop/queue/burst?wait=true&timeout=10000&autoAck=true", nil)
+		}()
+	}
+	for range waiters {
+		<-cs.empty
+	}
+	items := make([]queen.PushItem, waiters)
+	for i := range items {
+		items[i] = queen.PushItem{Queue: "burst", Partition: fmt.Sprintf("p%d", i), Payload: []byte(`1`)}
+	}
+	pops0 := cs.pops.Load()
+	if _, err := s.env.Store.Push(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(5 * time.Second)
+	for i := range waiters {
+		select {
+		case r := <-done:
+			if r.status != 200 {
+				t.Fatalf("waiter %d: %d %s", i, r.status, r.body)
+			}
+		case <-deadline:
+			t.Fatalf("only %d of %d waiters got one of the %d messages within 5 s", i, waiters, waiters)
+		}
+	}
+	if pops := cs.pops.Load() - pops0; pops > 2*waiters {
+		t.Errorf("%d pops to hand %d messages to %d waiters", pops, waiters, waiters)
+	}
+}
