@@ -28,7 +28,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, ou
 	clients := fs.Int("clients", bench.DefaultClients, "concurrent clients per workload")
 	partitions := fs.Int("partitions", bench.DefaultPartitions, "partitions of random-partition workloads")
 	results := fs.String("out", bench.DefaultResultsDir, "folder for results.json and results.svg")
-	only := fs.String("only", "", "comma-separated workloads to run (D, raw-1, raw-100, P1, P10, P100, P100-1, C10, C100, F5, S)")
+	only := fs.String("only", "", "comma-separated workloads to run (D, raw-1, raw-100, P1, P10, P100, P100-1, C10, C100, F5, S, W)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

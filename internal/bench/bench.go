@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"C100", func(ctx context.Context) error { return r.consume(ctx, "C100", 100) }},
 		{"F5", r.fanout},
 		{"S", r.scale},
+		{"W", r.wait},
 	}
 	for _, s := range steps {
 		if !r.selected(s.name) {
@@ -202,6 +204,9 @@ func (r *runner) add(res Result) {
 	rate := fmt.Sprintf("%.0f %s", res.Rate, res.Unit)
 	if res.Name == "D" || res.Name == "S" {
 		rate = fmt.Sprintf("%.2f %s", res.Value, res.Unit)
+	}
+	if res.Name == "W" && res.Unit != "ms p50" {
+		rate = fmt.Sprintf("%.1f %s", res.Rate, res.Unit)
 	}
 	fmt.Fprintf(r.cfg.Out, "%-10s %-5s %-46s %12s %9.2f %9.2f  %s\n", res.Name, res.Via, res.What, rate, res.P50Ms, res.P99Ms, res.Target)
 }
@@ -681,6 +686,16 @@ func (r *runner) judge() {
 		}
 		if res.Name == "D" {
 			set(res, "≤ 120 B", res.Value <= 120)
+		}
+		if res.Name == "W" {
+			switch {
+			case res.Unit == "stmt/s":
+				set(res, fmt.Sprintf("≤ 1 probe per waiter per second (%.3f)", res.Value), res.Value <= 1)
+			case strings.Contains(res.What, "same server"):
+				set(res, "≤ 50 ms p50", res.P50Ms <= 50)
+			case strings.Contains(res.What, "another server"):
+				set(res, "≤ 1 s p99", res.P99Ms <= 1000)
+			}
 		}
 	}
 	fmt.Fprintf(r.cfg.Out, "\nTargets (SPEC §7):\n")

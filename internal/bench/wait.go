@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// Defaults of W.
+const (
+	// DefaultWaiters is how many consumers long-poll empty queues.
+	DefaultWaiters = 200
+	// DefaultWaitWindow is how long their cost is measured.
+	DefaultWaitWindow = 20 * time.Second
+	// waitSamples is the number of push-to-delivery samples of each kind.
+	waitSamples = 40
+)
+
+// countingStore counts the statements long-polls send: pops and probes.
+type countingStore struct {
+	*pgstore.Store
+	stmts atomic.Int64
+	empty chan string // the queue of each empty pop, when someone listens
+}
+
+func (c *countingStore) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult, error) {
+	c.stmts.Add(1)
+	res, err := c.Store.Pop(ctx, req)
+	if err == nil && len(res.Messages) == 0 {
+		select {
+		case c.empty <- req.Queue:
+		default:
+		}
+	}
+	return res, err
+}
+
+func (c *countingStore) Deliverable(ctx context.Context, keys []queen.WaitKey) ([]bool, error) {
+	c.stmts.Add(1)
+	return c.Store.Deliverable(ctx, keys)
+}
+
+// wait is W: DefaultWaiters consumers long-poll empty queues through an
+// HTTP server for DefaultWaitWindow; reported are the statements they cost
+// (pops and probes, counted as the server sends them) and the database
+// server's CPU over the window (its processes' CPU time, when it runs on
+// this machine). Then, with them still waiting, push-to-delivery latency
+// for one more waiting consumer: pushed through the same server
+// (in-process wake-up) and through a second server with its own pool and
+// wait hub (another process, seen by the probe).
+func (r *runner) wait(ctx context.Context) error {
+	cs := &countingStore{Store: r.store, empty: make(chan string, 4096)}
+	srv, err := startHTTP(cs, DefaultWaiters+8)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	other, err := startHTTP(pgstore.New(r.pool, pgstore.Config{}), 8) // its own hub: "another process"
+	if err != nil {
+		return err
+	}
+	defer other.close()
+
+	idleCtx, stopIdle := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopIdle(); wg.Wait() }()
+	var failed atomic.Value
+	for i := range DefaultWaiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := fmt.Sprintf("/api/v1/pop/queue/bench-W-idle-%d?wait=true&timeout=20000", i)
+			for idleCtx.Err() == nil {
+				if _, err := srv.do(idleCtx, "GET", path, nil, nil); err != nil && idleCtx.Err() == nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	fmt.Fprintf(r.cfg.Out, "  %d consumers long-polling empty queues for %s…", DefaultWaiters, DefaultWaitWindow)
+	time.Sleep(time.Second) // each has made its first pop and waits
+	stmts0, cpu0, t0 := cs.stmts.Load(), dbCPU(ctx, r), time.Now()
+	time.Sleep(DefaultWaitWindow)
+	secs := time.Since(t0).Seconds()
+	stmts, cpu1 := cs.stmts.Load()-stmts0, dbCPU(ctx, r)
+	fmt.Fprintf(r.cfg.Out, "\r%70s\r", "")
+	if err, _ := failed.Load().(error); err != nil {
+		return err
+	}
+	perWaiter := float64(stmts) / secs / DefaultWaiters
+	r.add(Result{Name: "W", Via: "http", What: fmt.Sprintf("%d idle long-polls: statements/s", DefaultWaiters),
+		Ops: stmts, Seconds: secs, Rate: float64(stmts) / secs, Value: perWaiter, Unit: "stmt/s",
+		Target: fmt.Sprintf("≤ 1 per waiter per second (%.3f)", perWaiter)})
+	cpu := Result{Name: "W", Via: "sql", What: fmt.Sprintf("%d idle long-polls: database CPU", DefaultWaiters),
+		Seconds: secs, Unit: "% of a core"}
+	if cpu0 >= 0 && cpu1 >= cpu0 {
+		cpu.Value = 100 * (cpu1 - cpu0) / secs
+		cpu.Rate = cpu.Value
+	} else {
+		cpu.What += " (n/a: the server is not on this machine)"
+	}
+	r.add(cpu)
+
+	for _, via := range []struct {
+		name, what string
+		push       *httpTarget
+	}{
+		{"in-process", "push-to-delivery, push through the same server", srv},
+		{"cross-process", "push-to-delivery, push through another server", other},
+	} {
+		lat := make([]time.Duration, 0, waitSamples)
+		for i := range waitSamples {
+			d, err := r.deliveryLatency(ctx, cs, srv, via.push, fmt.Sprintf("bench-W-%s-%d", via.name, i))
+			if err != nil {
+				return err
+			}
+			lat = append(lat, d)
+			fmt.Fprintf(r.cfg.Out, "\r  %s: %d of %d samples…", via.name, i+1, waitSamples)
+		}
+		fmt.Fprintf(r.cfg.Out, "\r%70s\r", "")
+		res := result("W", "http", via.what, waitSamples, waitSamples, 0, lat)
+		res.Rate, res.Unit = res.P50Ms, "ms p50"
+		r.add(res)
+	}
+	return nil
+}
+
+// deliveryLatency times one message from the start of its push (through
+// pusher) to its arrival at a consumer already waiting on srv.
+func (r *runner) deliveryLatency(ctx context.Context, cs *countingStore, srv, pusher *httpTarget, queue string) (time.Duration, error) {
+	for len(cs.empty) > 0 {
+		<-cs.empty
+	}
+	type popped struct {
+		at  time.Time
+		n   int
+		err error
+	}
+	got := make(chan popped, 1)
+	go func() {
+		var body struct {
+			Messages []any `json:"messages"`
+		}
+		_, err := srv.do(ctx, "GET", "/api/v1/pop/queue/"+queue+"?wait=true&timeout=10000&autoAck=true", nil, &body)
+		got <- popped{at: time.Now(), n: len(body.Messages), err: err}
+	}()
+	for q := range cs.empty { // the consumer waits: its first pop found nothing
+		if q == queue {
+			break
+		}
+	}
+	start := time.Now()
+	if err := pusher.push(ctx, []queen.PushItem{{Queue: queue, Payload: []byte(Payload)}}); err != nil {
+		return 0, err
+	}
+	p := <-got
+	if p.err != nil {
+		return 0, p.err
+	}
+	if p.n != 1 {
+		return 0, errors.New("bench W: the waiting consumer did not get the message within 10 s")
+	}
+	return p.at.Sub(start), nil
+}
+
+// dbCPU is the CPU time, in seconds, the database server's processes have
+// used (the postmaster's children: backends, WAL writer, checkpointer…),
+// or -1 when they cannot be read (a server on another machine).
+func dbCPU(ctx context.Context, r *runner) float64 {
+	var pid int
+	if err := r.pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		return -1
+	}
+	parent, _, ok := procStat(pid)
+	if !ok {
+		return -1
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return -1
+	}
+	var ticks int64
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, t, ok := procStat(p); ok && (pp == parent || p == parent) {
+			ticks += t
+		}
+	}
+	return float64(ticks) / 100 // USER_HZ
+}
+
+// procStat reads a process's parent and its user+system CPU ticks.
+func procStat(pid int) (ppid int, ticks int64, ok bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command may hold spaces
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return ppid, utime + stime, true
+}
