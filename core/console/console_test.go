@@ -167,8 +167,8 @@ func TestRegionOf(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://abc123.execute-api.eu-west-1.amazonaws.com/":        "eu-west-1",
 		"https://x9y8z7.execute-api.cn-north-1.amazonaws.com.cn/dev": "cn-north-1",
-		"https://queue.example.com/":                                  "",
-		"http://localhost:6632":                                       "",
+		"https://queue.example.com/":                                 "",
+		"http://localhost:6632":                                      "",
 	} {
 		u, _ := url.Parse(in)
 		if got := console.RegionOf(u); got != want {
