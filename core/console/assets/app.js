@@ -687,7 +687,8 @@ async function configurePage(main, name) {
   const inputs = {};
   const grid = h('div', { class: 'config-grid' });
   for (const [key, label, help] of OPTIONS) {
-    const input = h('input', { type: 'number', min: 0, step: 1, name: key, id: `opt-${key}`, value: q.options[key] });
+    // No min or max here: the API validates, and its message is shown.
+    const input = h('input', { type: 'number', name: key, id: `opt-${key}`, value: q.options[key] });
     const row = h('div', {}, input);
     input.addEventListener('input', () => row.classList.toggle('changed', input.value !== String(q.options[key])));
     inputs[key] = input;
