@@ -112,15 +112,22 @@ func (b *browser) text(sel string) string {
 	return eval[string](b, fmt.Sprintf(`document.querySelector(%q).innerText`, sel))
 }
 
-// screenshot writes the page as name.png when screenshots are asked for.
-func (b *browser) screenshot(name string) {
+// screenshot writes the whole page as name.png when screenshots are asked
+// for; viewport: only what the window shows (a dialog over the page).
+func (b *browser) screenshot(name string, viewport ...bool) {
 	b.t.Helper()
 	if b.shot == "" {
 		return
 	}
-	// Fonts and the last refresh settle first.
+	// Fonts and the last refresh settle first; a passing toast would float
+	// over the middle of a whole-page picture.
 	time.Sleep(300 * time.Millisecond)
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	b.do("hide the toast", chromedp.Evaluate[chromedp.Void](`document.querySelector('#flash').hidden = true`))
+	shot := chromedp.FullScreenshot(100)
+	if len(viewport) > 0 && viewport[0] {
+		shot = chromedp.CaptureScreenshot()
+	}
+	png, err := chromedp.Run(b.ctx, shot)
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -234,7 +241,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if txt := b.text("#modal-body"); !strings.Contains(txt, "billing on orders to the end") {
 		t.Errorf("seek confirmation says %q", txt)
 	}
-	b.screenshot("group-action")
+	b.screenshot("group-action", true)
 	b.do("confirm the seek", chromedp.Click(chromedp.CSS("#modal-ok")), chromedp.WaitNotVisible(chromedp.CSS("#modal")))
 	b.waitFor("cursor of cust-1 on the page", `document.querySelector('#partitions tr[data-partition="cust-1"][data-group="billing"] td.cursor').textContent === '2'`)
 	var group struct {

@@ -34,6 +34,12 @@ function setAttrs(el, attrs) {
   }
 }
 
+// fill replaces el's children (null and false are left out).
+function fill(el, ...kids) {
+  el.replaceChildren();
+  add(el, kids);
+}
+
 function add(el, kids) {
   for (const k of kids.flat(Infinity)) {
     if (k == null || k === false) continue;
@@ -166,7 +172,9 @@ function showBanner(msg) {
 }
 
 let flashTimer;
+let flashAt = 0;
 function flash(msg) {
+  flashAt = Date.now();
   const f = $('#flash');
   f.textContent = msg;
   f.hidden = false;
@@ -184,7 +192,7 @@ window.addEventListener('unhandledrejection', (e) => showBanner(`Console error: 
 function confirmAction({ title, body, ok, danger, action }) {
   const modal = $('#modal');
   $('#modal-title').textContent = title;
-  $('#modal-body').replaceChildren(...[body].flat());
+  fill($('#modal-body'), ...[body].flat());
   const err = $('#modal-error');
   err.hidden = true;
   const okBtn = $('#modal-ok');
@@ -362,9 +370,10 @@ function render() {
   gen++;
   sampleListeners.clear();
   $('#banner').hidden = true;
+  if (Date.now() - flashAt > 1000) $('#flash').hidden = true; // a message of the page left behind
   const { path, params } = parseHash();
   const main = $('#main');
-  main.replaceChildren();
+  fill(main);
   for (const [re, page, nav] of pages) {
     const m = path.match(re);
     if (!m) continue;
@@ -390,9 +399,9 @@ function live(ms, slot, refresh) {
     if (g !== gen) return;
     try {
       await refresh(() => g !== gen);
-      if (g === gen) slot.replaceChildren();
+      if (g === gen) fill(slot);
     } catch (e) {
-      if (g === gen) slot.replaceChildren(errorBox(e));
+      if (g === gen) fill(slot, errorBox(e));
     }
     if (g === gen && ms) setTimeout(tick, ms);
   };
@@ -423,7 +432,7 @@ function overviewPage(main) {
       flash(`Queue ${name} is configured.`);
       navigate(`${queueHref(name)}/configure`);
     } catch (err) {
-      formErr.replaceChildren(errorBox(err, `Could not create queue ${name}`));
+      fill(formErr, errorBox(err, `Could not create queue ${name}`));
     }
   } }, h('label', { class: 'field' }, 'Create or configure a queue', nameInput), h('button', { type: 'submit' }, 'Configure'));
   const formErr = h('div');
@@ -432,13 +441,13 @@ function overviewPage(main) {
 
   const draw = () => {
     if (sampleError) {
-      errSlot.replaceChildren(errorBox(sampleError, 'Could not load the queues'));
+      fill(errSlot, errorBox(sampleError, 'Could not load the queues'));
       if (!latest) return;
-    } else errSlot.replaceChildren();
+    } else fill(errSlot);
     if (!latest) return;
     const { queues, overview } = latest;
     const totalRate = recentRate((x) => Object.values(x.queues).reduce((a, q) => a + q.messages, 0));
-    cards.replaceChildren(
+    fill(cards,
       card('Queues', fmtInt(overview.totals.queues)),
       card('Partitions', fmtInt(overview.totals.partitions)),
       card('Messages waiting', fmtInt(overview.totals.depth)),
@@ -447,10 +456,10 @@ function overviewPage(main) {
     const ovByName = Object.fromEntries(overview.queues.map((q) => [q.name, q]));
     const names = [...new Set([...queues.map((q) => q.name), ...overview.queues.map((q) => q.name)])].sort();
     if (!names.length) {
-      table.replaceChildren(h('div', { class: 'empty' }, 'No queues yet. Push a message (a queue is created by its first push) or create one below.'));
+      fill(table, h('div', { class: 'empty' }, 'No queues yet. Push a message (a queue is created by its first push) or create one below.'));
     } else {
       const summary = Object.fromEntries(queues.map((q) => [q.name, q]));
-      table.replaceChildren(h('table', { id: 'queues' },
+      fill(table, h('table', { id: 'queues' },
         h('thead', {}, h('tr', {}, th('Queue'), th('Partitions', 1), th('Messages', 1), th('Depth', 1), th('Pushed / s', 1),
           th('Groups', 1), th('Worst lag', 1), th('Dead letters', 1))),
         h('tbody', {}, names.map((n) => {
@@ -473,7 +482,7 @@ function overviewPage(main) {
         }))));
     }
     const top = queues.slice().sort((a, b) => b.messages - a.messages).slice(0, 8).map((q) => q.name);
-    charts.replaceChildren(
+    fill(charts,
       lineChart('Throughput: messages pushed per second', top.map((n) => ({ name: n, points: rateSeries(pushed(n)) })), 'msg/s'),
       lineChart('Worst consumer-group lag', top.map((n) => ({ name: n, points: valueSeries((x) => (x.queues[n] ? x.queues[n].maxLag : null)) })), 'messages'));
     paintLegends(charts);
@@ -513,7 +522,7 @@ async function queuePage(main, name) {
   const drawHead = () => {
     const o = detail.options;
     const dlq = latest && latest.sample.queues[name] ? latest.sample.queues[name].dlq : null;
-    head.replaceChildren(
+    fill(head,
       h('div', { class: 'title-row' }, h('h1', {}, name),
         h('span', { class: 'actions' },
           h('a', { href: `#/dlq?queue=${enc(name)}` }, h('button', { type: 'button', class: 'ghost' }, 'Dead letters')),
@@ -532,7 +541,7 @@ async function queuePage(main, name) {
         opt('completedRetention', o.completedRetentionSeconds || 'off', o.completedRetentionSeconds ? 's' : ''),
         opt('encryption', o.encryptionEnabled ? 'on' : 'off')));
     const gs = detail.groups.map((g) => g.group);
-    charts.replaceChildren(
+    fill(charts,
       lineChart('Throughput', [{ name: 'pushed', points: rateSeries(pushed(name)) },
         ...gs.map((g) => ({ name: `${groupLabel(g)} consumed`, points: rateSeries(consumed(name, g)) }))], 'msg/s'),
       lineChart('Lag by consumer group', gs.map((g) => ({ name: groupLabel(g),
@@ -542,10 +551,10 @@ async function queuePage(main, name) {
 
   const drawGroups = () => {
     if (!detail.groups.length) {
-      groups.replaceChildren(h('div', { class: 'empty' }, 'No consumer group has read this queue yet.'));
+      fill(groups, h('div', { class: 'empty' }, 'No consumer group has read this queue yet.'));
       return;
     }
-    groups.replaceChildren(h('table', { id: 'groups' },
+    fill(groups, h('table', { id: 'groups' },
       h('thead', {}, h('tr', {}, th('Group'), th('Subscription'), th('Lag', 1), th('Partitions read', 1), th('Active leases', 1), h('th', { class: 'num' }, 'Actions'))),
       h('tbody', {}, detail.groups.map((g) => h('tr', { 'data-group': g.group },
         h('td', {}, groupLabel(g.group), g.group === QUEUE_MODE ? h('span', { class: 'muted mono' }, ` ${QUEUE_MODE}`) : null),
@@ -593,7 +602,7 @@ async function queuePage(main, name) {
         rows.push(h('tr', { class: i === 0 ? 'group-start' : null, 'data-partition': p.name, 'data-group': g }, i === 0 ? first : null, cells));
       });
     }
-    parts.replaceChildren(
+    fill(parts,
       h('table', { id: 'partitions' },
         h('thead', {}, h('tr', {}, th('Partition'), th('Last offset', 1), th('Last push'), th('Group'), th('Cursor', 1), th('Lag', 1),
           th('Lease'), th('Lease expires'), th('Head attempts', 1))),
@@ -680,7 +689,7 @@ async function configurePage(main, name) {
     q = await get(`/api/v1/resources/queues/${enc(name)}`);
   } catch (e) {
     if (e.status !== 404) throw e;
-    errSlot.replaceChildren(errorBox(e, `Queue ${name} does not exist yet`), h('p', {}, 'Saving creates it with the options below.'));
+    fill(errSlot, errorBox(e, `Queue ${name} does not exist yet`), h('p', {}, 'Saving creates it with the options below.'));
     q = { options: { leaseTime: 300, retryLimit: 3, retryDelay: 0, dedupWindowSeconds: 3600, delayedProcessing: 0, windowBuffer: 0,
       maxSize: 0, retentionSeconds: 0, completedRetentionSeconds: 0, encryptionEnabled: false } };
   }
@@ -708,7 +717,7 @@ async function configurePage(main, name) {
     if (enc_.checked !== !!q.options.encryptionEnabled) options.encryptionEnabled = enc_.checked;
     const bad = Object.entries(options).filter(([, v]) => typeof v === 'number' && !Number.isInteger(v));
     if (bad.length) {
-      result.replaceChildren(errorBox(new Error(`${bad.map(([k]) => k).join(', ')}: a whole number is required`), 'Not saved'));
+      fill(result, errorBox(new Error(`${bad.map(([k]) => k).join(', ')}: a whole number is required`), 'Not saved'));
       return;
     }
     try {
@@ -718,10 +727,10 @@ async function configurePage(main, name) {
         inputs[key].value = res.options[key];
         inputs[key].parentElement.classList.remove('changed');
       }
-      result.replaceChildren(h('div', { class: 'panel', id: 'configure-result' }, h('h3', {}, 'Saved. Effective options:'), jsonView(res.options)));
+      fill(result, h('div', { class: 'panel', id: 'configure-result' }, h('h3', {}, 'Saved. Effective options:'), jsonView(res.options)));
       flash(`Queue ${name} configured.`);
     } catch (err) {
-      result.replaceChildren(errorBox(err, 'Not saved'));
+      fill(result, errorBox(err, 'Not saved'));
     }
   } }, grid, h('div', { class: 'toolbar' }, h('button', { type: 'submit' }, 'Save'), h('a', { href: queueHref(name) }, 'Back to the queue')));
   main.append(h('div', { class: 'panel' }, form), result);
@@ -807,7 +816,7 @@ async function dlqPage(main, params) {
   };
   const drawPage = (page) => {
     if (!page.messages.length) {
-      out.replaceChildren(h('div', { class: 'empty', id: 'dlq-empty' }, page.total ? 'No dead letters on this page.' : 'No dead letters match.'));
+      fill(out, h('div', { class: 'empty', id: 'dlq-empty' }, page.total ? 'No dead letters on this page.' : 'No dead letters match.'));
       return;
     }
     const rows = [];
@@ -842,7 +851,7 @@ async function dlqPage(main, params) {
       p.set('offset', o);
       return `#/dlq?${p}`;
     };
-    out.replaceChildren(
+    fill(out,
       h('table', { id: 'dlq' }, h('thead', {}, h('tr', {}, th('Failed'), th('Queue'), th('Partition'), th('Offset', 1), th('Group'),
         th('Attempts', 1), th('Error'), h('th', { class: 'num' }, 'Actions'))), h('tbody', {}, rows)),
       h('div', { class: 'pager' }, h('span', { class: 'muted', id: 'dlq-total' }, `${fmtInt(offset + 1)}–${fmtInt(offset + page.messages.length)} of ${fmtInt(page.total)}`),
