@@ -14,7 +14,8 @@ import (
 const usage = `queen — Queen Serverless, a partitioned message queue on PostgreSQL
 
 Usage:
-  queen serve       run the HTTP API (every route) and the reaper on
+  queen serve       run the HTTP API (every route, the web console at
+                    /console/) and the reaper on
                     $QUEEN_PORT (default 6632); without $DATABASE_URL on an
                     embedded PostgreSQL with its data in .queen/pgdata
                     (flags: -host, -data-dir, -no-migrate; see queen serve -h)
