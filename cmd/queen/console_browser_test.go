@@ -284,6 +284,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("dead letter detail: %q", txt)
 	}
 	b.screenshot("dead-letters")
+	// Filters narrow the table (here to another queue: nothing), and clear.
+	b.do("filter dead letters", chromedp.SetValue(chromedp.CSS("#filter-queue"), "emails"),
+		chromedp.Click(chromedp.CSS(`#dlq-filters button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("#dlq-empty")))
+	if hash := eval[string](b, `location.hash`); hash != "#/dlq?queue=emails" {
+		t.Errorf("filtered address %q", hash)
+	}
+	b.open("#/dlq?queue=orders&consumerGroup=billing")
+	b.do("filter dead letters by queue and group", chromedp.WaitVisible(chromedp.CSS(`#dlq tr[data-transaction="order-6"]`)))
 	b.do("retry", chromedp.Click(chromedp.CSS(`#dlq tr[data-transaction="order-6"] button[data-action="retry"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#modal-ok")), chromedp.Click(chromedp.CSS("#modal-ok")),
 		chromedp.WaitVisible(chromedp.CSS("#dlq-empty")))
@@ -310,6 +318,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("configure a bad value", chromedp.SetValue(chromedp.CSS("#opt-retryLimit"), "-1"),
 		chromedp.Click(chromedp.CSS(`#configure-form button[type="submit"]`)))
 	b.waitFor("the API's 400 as a message", `(document.querySelector('.error-box') || {}).innerText?.includes('options.retryLimit: must be between 0 and 1000')`)
+
+	// Seek to a point in time (before every message: back to the start),
+	// then delete the group on this queue.
+	b.open("#/queues/orders")
+	b.do("seek to a time", chromedp.WaitVisible(chromedp.CSS(`#groups tr[data-group="billing"] button[data-action="seek-time"]`)),
+		chromedp.Click(chromedp.CSS(`#groups tr[data-group="billing"] button[data-action="seek-time"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#seek-time")), chromedp.SetValue(chromedp.CSS("#seek-time"), "2000-01-01T00:00"),
+		chromedp.Click(chromedp.CSS("#modal-ok")), chromedp.WaitNotVisible(chromedp.CSS("#modal")))
+	b.waitFor("cursor of cust-1 back at the start", `document.querySelector('#partitions tr[data-partition="cust-1"][data-group="billing"] td.cursor').textContent === '-1'`)
+	b.do("delete the group", chromedp.Click(chromedp.CSS(`#groups tr[data-group="billing"] button[data-action="delete-group"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#modal-ok")), chromedp.Click(chromedp.CSS("#modal-ok")), chromedp.WaitNotVisible(chromedp.CSS("#modal")))
+	b.waitFor("no group left on the page", `(document.querySelector('main .empty') || {}).textContent === 'No consumer group has read this queue yet.'`)
+	if st, out := s.do("GET", "/api/v1/consumer-groups/billing", ""); st != 404 {
+		t.Errorf("billing after its deletion: %d %s", st, out)
+	}
 
 	// Errors show as messages, never as a blank page.
 	b.open("#/queues/nope")
