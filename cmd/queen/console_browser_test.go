@@ -346,3 +346,36 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the page reported a script error: %s", b.text("#banner"))
 	}
 }
+
+// With authentication: on `queen serve` with JWTs the console says that a
+// token is needed and works once one is given; through `queen console`
+// (bearer) the proxy authenticates, and the browser's own calls — reads and
+// a POST, which carries an Origin — pass its checks.
+func TestConsoleInBrowserWithAuth(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	s := startServe(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "QUEEN_JWT_SECRET": testSecret})
+	admin := token(t, "ops", "admin")
+	if st, out := s.doAs(admin, "POST", "/api/v1/push", `{"items":[{"queue":"secure","payload":{"n":1}}]}`); st != 201 {
+		t.Fatalf("push: %d %s", st, out)
+	}
+
+	b.do("load the console", chromedp.Navigate(s.base+"/console/"))
+	b.waitFor("the 401 as a message with a hint", `(document.querySelector('.error-box') || {}).innerText?.includes('HTTP 401: authentication required') &&
+		document.querySelector('.error-box').innerText.includes('Token button')`)
+	b.do("enter a token", chromedp.Click(chromedp.CSS("#token-button")), chromedp.WaitVisible(chromedp.CSS("#token-input")),
+		chromedp.SetValue(chromedp.CSS("#token-input"), admin), chromedp.Click(chromedp.CSS("#modal-ok")),
+		chromedp.WaitVisible(chromedp.CSS(`#queues tr[data-queue="secure"]`)))
+
+	c := startConsole(t, map[string]string{}, nil, "-api", s.base, "-token", admin)
+	b.do("load the console through queen console", chromedp.Evaluate[chromedp.Void](`localStorage.clear()`),
+		chromedp.Navigate(c.base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`#queues tr[data-queue="secure"]`)))
+	if txt := b.text("#api-info"); txt != "API "+s.base+" (bearer)" {
+		t.Errorf("header says %q", txt)
+	}
+	b.do("create a queue", chromedp.SetValue(chromedp.CSS("#new-queue"), "made-in-console"),
+		chromedp.Click(chromedp.CSS(`#create-queue button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("#opt-leaseTime")))
+	if st, out := s.doAs(admin, "GET", "/api/v1/resources/queues/made-in-console", ""); st != 200 {
+		t.Errorf("queue created through the proxy: %d %s", st, out)
+	}
+}
