@@ -214,6 +214,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if txt := b.text(".cards"); !strings.Contains(txt, "DEAD LETTERS\n1") && !strings.Contains(strings.ToUpper(txt), "DEAD LETTERS\n1") {
 		t.Errorf("overview cards: %q", txt)
 	}
+	// It refreshes by itself: a push shows up within a sampling period.
+	must("POST", "/api/v1/push", `{"items":[{"queue":"emails","payload":{"to":"late@example.com"}}]}`, 201)
+	b.waitFor("the overview refreshing", `Number(document.querySelector('#queues tr[data-queue="emails"] td:nth-child(3)').textContent.replace(/,/g, '')) >= 5`)
 	if b.shot != "" {
 		time.Sleep(15 * time.Second) // samples for the charts
 	}

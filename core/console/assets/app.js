@@ -255,8 +255,10 @@ async function takeSample() {
 }
 
 function startSampler() {
+  // A hidden tab does not sample (each sample is two API calls); its charts
+  // show the gap.
   const loop = async () => {
-    await takeSample();
+    if (!document.hidden || !latest) await takeSample();
     setTimeout(loop, SAMPLE_MS);
   };
   loop();
@@ -615,7 +617,11 @@ async function queuePage(main, name) {
     const d = await get(`/api/v1/resources/queues/${enc(name)}`);
     const byGroup = {};
     await Promise.all(d.groups.map(async (g) => {
-      const gd = await get(`/api/v1/consumer-groups/${enc(g.group)}`);
+      // A group deleted meanwhile has no cursors left.
+      const gd = await get(`/api/v1/consumer-groups/${enc(g.group)}`).catch((e) => {
+        if (e.status === 404) return { queues: [] };
+        throw e;
+      });
       const onQueue = (gd.queues || []).find((q) => q.queue === name);
       byGroup[g.group] = Object.fromEntries(((onQueue && onQueue.cursors) || []).map((c) => [c.partition, c]));
     }));
