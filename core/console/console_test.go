@@ -192,7 +192,8 @@ func TestHandlerServesTheApp(t *testing.T) {
 		t.Fatalf("index: %d %v %.200s", resp.StatusCode, resp.Header, b)
 	}
 	for path, want := range map[string]string{
-		"/console/app.js":    "function overviewPage",
+		// The app sends the header the proxy requires.
+		"/console/app.js":    "'" + console.RequestHeader + "': '1'",
 		"/console/style.css": "--accent",
 		"/console/meta.json": `{"mode":"proxy","api":"https://api.example","auth":"sigv4"}`,
 	} {

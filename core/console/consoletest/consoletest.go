@@ -48,6 +48,7 @@ func (v *SigV4Verifier) Counts() (verified int, rejected []string) {
 	return v.verified, append([]string(nil), v.rejected...)
 }
 
+// ServeHTTP verifies r and passes it on, or refuses it.
 func (v *SigV4Verifier) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
