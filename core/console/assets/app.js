@@ -34,6 +34,14 @@ function setAttrs(el, attrs) {
   }
 }
 
+// patch fills el from build() unless what it shows (key) is unchanged, so a
+// refresh does not replace buttons under the pointer.
+function patch(el, key, build) {
+  if (el.dataset.key === key) return;
+  el.dataset.key = key;
+  fill(el, build());
+}
+
 // fill replaces el's children (null and false are left out).
 function fill(el, ...kids) {
   el.replaceChildren();
@@ -524,7 +532,8 @@ async function queuePage(main, name) {
   const drawHead = () => {
     const o = detail.options;
     const dlq = latest && latest.sample.queues[name] ? latest.sample.queues[name].dlq : null;
-    fill(head,
+    const rate = fmtRate(recentRate(pushed(name)));
+    patch(head, JSON.stringify([o, dlq, rate, detail.depth, detail.partitions.length, detail.partitions.map((p) => p.lastOffset)]), () => [
       h('div', { class: 'title-row' }, h('h1', {}, name),
         h('span', { class: 'actions' },
           h('a', { href: `#/dlq?queue=${enc(name)}` }, h('button', { type: 'button', class: 'ghost' }, 'Dead letters')),
@@ -533,7 +542,7 @@ async function queuePage(main, name) {
         card('Depth', fmtInt(detail.depth)),
         card('Partitions', fmtInt(detail.partitions.length)),
         card('Messages', fmtInt(detail.partitions.reduce((a, p) => a + p.lastOffset + 1, 0))),
-        card('Pushed / s', fmtRate(recentRate(pushed(name)))),
+        card('Pushed / s', rate),
         card('Dead letters', dlq == null ? '—' : h('a', { href: `#/dlq?queue=${enc(name)}` }, fmtInt(dlq)), dlq > 0)),
       h('div', { class: 'options' },
         opt('leaseTime', o.leaseTime, 's'), opt('retryLimit', o.retryLimit), opt('retryDelay', o.retryDelay, 'ms'),
@@ -541,7 +550,7 @@ async function queuePage(main, name) {
         opt('windowBuffer', o.windowBuffer, 's'), opt('maxSize', o.maxSize || 'unlimited'),
         opt('retention', o.retentionSeconds || 'off', o.retentionSeconds ? 's' : ''),
         opt('completedRetention', o.completedRetentionSeconds || 'off', o.completedRetentionSeconds ? 's' : ''),
-        opt('encryption', o.encryptionEnabled ? 'on' : 'off')));
+        opt('encryption', o.encryptionEnabled ? 'on' : 'off'))]);
     const gs = detail.groups.map((g) => g.group);
     fill(charts,
       lineChart('Throughput', [{ name: 'pushed', points: rateSeries(pushed(name)) },
@@ -551,12 +560,9 @@ async function queuePage(main, name) {
     paintLegends(charts);
   };
 
-  const drawGroups = () => {
-    if (!detail.groups.length) {
-      fill(groups, h('div', { class: 'empty' }, 'No consumer group has read this queue yet.'));
-      return;
-    }
-    fill(groups, h('table', { id: 'groups' },
+  const drawGroups = () => patch(groups, JSON.stringify(detail.groups), () => {
+    if (!detail.groups.length) return h('div', { class: 'empty' }, 'No consumer group has read this queue yet.');
+    return h('table', { id: 'groups' },
       h('thead', {}, h('tr', {}, th('Group'), th('Subscription'), th('Lag', 1), th('Partitions read', 1), th('Active leases', 1), h('th', { class: 'num' }, 'Actions'))),
       h('tbody', {}, detail.groups.map((g) => h('tr', { 'data-group': g.group },
         h('td', {}, groupLabel(g.group), g.group === QUEUE_MODE ? h('span', { class: 'muted mono' }, ` ${QUEUE_MODE}`) : null),
@@ -568,8 +574,8 @@ async function queuePage(main, name) {
           h('button', { type: 'button', class: 'ghost small', 'data-action': 'seek-beginning', onclick: () => seek(g.group, 'beginning') }, 'Seek to beginning'),
           h('button', { type: 'button', class: 'ghost small', 'data-action': 'seek-end', onclick: () => seek(g.group, 'end') }, 'Seek to end'),
           h('button', { type: 'button', class: 'ghost small', 'data-action': 'seek-time', onclick: () => seek(g.group, 'time') }, 'Seek to time…'),
-          h('button', { type: 'button', class: 'ghost danger small', 'data-action': 'delete-group', onclick: () => deleteGroup(g.group) }, 'Delete')))))));
-  };
+          h('button', { type: 'button', class: 'ghost danger small', 'data-action': 'delete-group', onclick: () => deleteGroup(g.group) }, 'Delete'))))));
+  });
 
   const drawPartitions = () => {
     const f = filter.value.trim().toLowerCase();
