@@ -173,7 +173,12 @@ function errorBox(err, title) {
   return box;
 }
 
+// Every script error of this page, also those a later navigation hid
+// (the browser tests read it).
+const pageErrors = (window.queenConsoleErrors = []);
+
 function showBanner(msg) {
+  pageErrors.push(msg);
   const b = $('#banner');
   b.textContent = msg;
   b.hidden = false;
@@ -191,6 +196,7 @@ function flash(msg) {
 }
 
 window.addEventListener('error', (e) => showBanner(`Console error: ${e.message}`));
+document.addEventListener('securitypolicyviolation', (e) => showBanner(`Console error: blocked by the content security policy: ${e.violatedDirective} ${e.blockedURI}`));
 window.addEventListener('unhandledrejection', (e) => showBanner(`Console error: ${e.reason && e.reason.message ? e.reason.message : e.reason}`));
 
 // ---- confirmation dialog
