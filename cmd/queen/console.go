@@ -93,23 +93,19 @@ func consoleCmd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	ui := console.Handler(console.Options{API: api.Redacted(), Auth: mode})
 	proxy := console.NewProxy(api, authz, log)
-	mux := http.NewServeMux()
-	mux.Handle("GET "+console.Path, ui)
-	mux.Handle("GET /console", ui)
-	mux.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	handler := withConsole(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if console.IsProxied(r.URL.Path) {
 			proxy.ServeHTTP(w, r)
 			return
 		}
 		http.NotFound(w, r)
-	})
+	}), ui)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(opt.host, strconv.Itoa(opt.port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
