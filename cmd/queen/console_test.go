@@ -183,3 +183,33 @@ func TestConsoleBearer(t *testing.T) {
 		t.Errorf("delete with a read-only token: %d %s", st, body)
 	}
 }
+
+// `queen serve` serves the console at /console/ (and / leads there); its
+// files are public, its API calls are not when JWT authentication is on.
+func TestServeMountsTheConsole(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "QUEEN_JWT_SECRET": testSecret})
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for path, want := range map[string]string{"/": "/console/", "/console": "/console/"} {
+		resp, err := client.Get(s.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != want {
+			t.Errorf("GET %s: %d to %q, want a redirect to %s", path, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+	if st, body := s.do("GET", "/console/", ""); st != 200 || !strings.Contains(body, "<title>Queen console</title>") {
+		t.Errorf("GET /console/: %d %.100s", st, body)
+	}
+	if st, body := s.do("GET", "/console/meta.json", ""); st != 200 || body != `{"mode":"local"}` {
+		t.Errorf("GET /console/meta.json: %d %s", st, body)
+	}
+	if st, _ := s.do("GET", "/api/v1/resources/overview", ""); st != 401 {
+		t.Errorf("the API without a token: %d, want 401", st)
+	}
+	if st, body := s.do("POST", "/console/", "{}"); st != 401 && st != 404 && st != 405 {
+		t.Errorf("POST /console/: %d %s", st, body)
+	}
+}
