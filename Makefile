@@ -45,6 +45,10 @@ fuzz: ## every request and event decoder's fuzz target for FUZZTIME each (defaul
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; \
 	done
 
+.PHONY: console-screenshots
+console-screenshots: ## the README's console pictures, docs/console/*.png, from the browser test (needs chromium)
+	QUEEN_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsoleInBrowser$$' ./cmd/queen
+
 .PHONY: synth
 synth: ## CloudFormation template, offline, in infra/cdk.out (uses build/lambda if built, else placeholders)
 	infra/synth.sh

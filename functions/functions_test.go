@@ -485,6 +485,11 @@ func testAdmin(t *testing.T, start func(env ...string) *emulator) {
 		t.Errorf("%d queues, want 1", n)
 	}
 	expect(t, "groups", fn.http("GET", "/api/v1/consumer-groups", ""), 200)
+	r = fn.http("GET", "/api/v1/resources/overview", "")
+	expect(t, "overview", r, 200)
+	if !strings.Contains(r.Body, `"name":"billing"`) {
+		t.Errorf("overview %s", r.Body)
+	}
 	expect(t, "health", fn.http("GET", "/health", ""), 200)
 }
 

@@ -76,6 +76,8 @@ func TestServeJWTAuth(t *testing.T) {
 		{producer, "GET", "/api/v1/pop/queue/secure?consumerGroup=g", "", 403},
 		{producer, "GET", "/api/v1/resources/queues", "", 403},
 		{reader, "GET", "/api/v1/resources/queues", "", 200},
+		{reader, "GET", "/api/v1/resources/overview", "", 200},
+		{producer, "GET", "/api/v1/resources/overview", "", 403},
 		{reader, "POST", "/api/v1/configure", `{"queue":"secure","options":{"leaseTime":60}}`, 403},
 		{consumer, "POST", "/api/v1/system/maintenance", `{"enabled":true}`, 403},
 		{admin, "POST", "/api/v1/configure", `{"queue":"secure","options":{"leaseTime":60}}`, 200},

@@ -14,7 +14,8 @@ import (
 const usage = `queen — Queen Serverless, a partitioned message queue on PostgreSQL
 
 Usage:
-  queen serve       run the HTTP API (every route) and the reaper on
+  queen serve       run the HTTP API (every route, the web console at
+                    /console/) and the reaper on
                     $QUEEN_PORT (default 6632); without $DATABASE_URL on an
                     embedded PostgreSQL with its data in .queen/pgdata
                     (flags: -host, -data-dir, -no-migrate; see queen serve -h)
@@ -23,6 +24,10 @@ Usage:
                     $DATABASE_URL's server, else a throwaway cluster) and write
                     bench-results/results.json and results.svg
                     (flags: -duration, -clients, -partitions, -only, -out)
+  queen console     the web console for a deployed API: serves it on
+                    localhost:6633 and forwards its calls to -api, signed with
+                    SigV4 (AWS config chain) or with a bearer token (-token,
+                    $QUEEN_TOKEN); queen serve has it at /console/
   queen token       print an HS256 token signed with $QUEEN_JWT_SECRET, to try
                     the server's authentication (flags: -sub, -roles, -ttl)
   queen help        show this help
@@ -53,6 +58,8 @@ func run(ctx context.Context, args []string) error {
 		return migrate(ctx, args[1:])
 	case "bench":
 		return benchCmd(ctx, args[1:], os.Getenv, os.Stdout)
+	case "console":
+		return consoleCmd(ctx, args[1:], os.Getenv, loadAWSConfig, os.Stdout, os.Stderr)
 	case "token":
 		return tokenCmd(args[1:], os.Getenv, os.Stdout, os.Stderr)
 	case "help", "-h", "--help":

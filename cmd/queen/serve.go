@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/queen-serverless/queen/core/auth"
 	"github.com/queen-serverless/queen/core/config"
+	"github.com/queen-serverless/queen/core/console"
 	"github.com/queen-serverless/queen/core/crypt"
 	"github.com/queen-serverless/queen/core/dbconn"
 	"github.com/queen-serverless/queen/core/httpapi"
@@ -139,6 +141,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if authn != nil {
 		handler = authn.Middleware(handler)
 	}
+	handler = withConsole(handler, console.Handler(console.Options{}))
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(opt.host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -198,6 +201,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	wg.Wait()
 	return err
+}
+
+// withConsole serves the web console at /console/ (its files are public:
+// they hold no data, and every call it makes goes through api and its
+// authentication) and redirects / to it; everything else goes to api.
+func withConsole(api, ui http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+console.Path, ui)
+	mux.Handle("GET "+strings.TrimSuffix(console.Path, "/"), ui)
+	mux.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound))
+	mux.Handle("/", api)
+	return mux
 }
 
 // isLoopback reports whether addr is reachable from this machine only.
@@ -302,6 +317,7 @@ func printBanner(w io.Writer, base, db string) {
 	fmt.Fprintf(w, `
 Queen is serving on %[1]s
   database: %[2]s
+  console:  %[1]s/console/
   metrics:  %[1]s/metrics/prometheus
 
 Try it:

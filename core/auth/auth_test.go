@@ -95,6 +95,7 @@ func TestRequiredRoles(t *testing.T) {
 		{"POST", "/api/v1/lease/abc/extend", []auth.Role{auth.Consume}},
 		{"POST", "/api/v1/ack/batch", []auth.Role{auth.Consume}},
 		{"GET", "/api/v1/dlq", []auth.Role{auth.ReadOnly}},
+		{"GET", "/api/v1/resources/overview", []auth.Role{auth.ReadOnly}},
 		{"GET", "/metrics/prometheus", []auth.Role{auth.ReadOnly}},
 		{"POST", "/api/v1/messages/p/t/retry", []auth.Role{auth.Admin}},
 		{"DELETE", "/api/v1/resources/queues/q", []auth.Role{auth.Admin}},

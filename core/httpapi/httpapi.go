@@ -161,6 +161,7 @@ func (a *API) routeHandlers() map[string]func(http.ResponseWriter, *http.Request
 		"POST /api/v1/messages/{partitionId}/{transactionId}/retry": a.retryDeadLetter,
 		"POST /api/v1/configure":                                    a.configure,
 		"GET /api/v1/resources/queues":                              a.listQueues,
+		"GET /api/v1/resources/overview":                            a.overview,
 		"GET /api/v1/resources/queues/{queue}":                      a.getQueue,
 		"DELETE /api/v1/resources/queues/{queue}":                   a.deleteQueue,
 		"GET /api/v1/consumer-groups":                               a.listGroups,

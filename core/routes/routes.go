@@ -112,6 +112,7 @@ var Table = []Route{
 
 	{Method: "POST", Path: "/api/v1/configure", Function: FnAdmin, Op: "configure", Roles: admin},
 	{Method: "GET", Path: "/api/v1/resources/queues", Function: FnAdmin, Op: "queues", Roles: read},
+	{Method: "GET", Path: "/api/v1/resources/overview", Function: FnAdmin, Op: "overview", Roles: read},
 	{Method: "GET", Path: "/api/v1/resources/queues/{queue}", Function: FnAdmin, Op: "queue", Roles: read},
 	{Method: "DELETE", Path: "/api/v1/resources/queues/{queue}", Function: FnAdmin, Op: "queue_delete", Roles: admin},
 	{Method: "GET", Path: "/api/v1/consumer-groups", Function: FnAdmin, Op: "groups", Roles: read},

@@ -40,6 +40,7 @@ var wantRoutes = map[string]string{
 
 	"POST /api/v1/configure":                                   "admin",
 	"GET /api/v1/resources/queues":                             "admin",
+	"GET /api/v1/resources/overview":                           "admin",
 	"GET /api/v1/resources/queues/{queue}":                     "admin",
 	"DELETE /api/v1/resources/queues/{queue}":                  "admin",
 	"GET /api/v1/consumer-groups":                              "admin",
