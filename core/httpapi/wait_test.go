@@ -3,37 +3,13 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/storecount"
 )
-
-// countingStore counts the statements long-polls cost: pops and probes.
-type countingStore struct {
-	queen.Store
-	pops, probes atomic.Int64
-	empty        chan string // the queue of every empty pop
-}
-
-func (c *countingStore) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult, error) {
-	c.pops.Add(1)
-	res, err := c.Store.Pop(ctx, req)
-	if err == nil && len(res.Messages) == 0 {
-		select {
-		case c.empty <- req.Queue:
-		default:
-		}
-	}
-	return res, err
-}
-
-func (c *countingStore) Deliverable(ctx context.Context, keys []queen.WaitKey) ([]bool, error) {
-	c.probes.Add(1)
-	return c.Store.(queen.Prober).Deliverable(ctx, keys)
-}
 
 // SPEC §3.4 and issue 13: idle long-polls cost at most about one cheap
 // probe per waiter per second, however many wait, and a push made
@@ -41,7 +17,7 @@ func (c *countingStore) Deliverable(ctx context.Context, keys []queen.WaitKey) (
 // reaches a waiting consumer within 1 s.
 func TestLongPollsShareOneProbe(t *testing.T) {
 	t.Parallel()
-	cs := &countingStore{empty: make(chan string, 1000)}
+	cs := &storecount.Counting{Empty: make(chan string, 1000)}
 	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.MaxWait = 20 * time.Second
 		cs.Store = *st
@@ -55,9 +31,9 @@ func TestLongPollsShareOneProbe(t *testing.T) {
 		}()
 	}
 	for range waiters { // every consumer waits: its first pop found nothing
-		<-cs.empty
+		<-cs.Empty
 	}
-	pops0, probes0, t0 := cs.pops.Load(), cs.probes.Load(), time.Now()
+	pops0, probes0, t0 := cs.Pops.Load(), cs.Probes.Load(), time.Now()
 	window := time.NewTimer(2 * time.Second)
 	select {
 	case r := <-done:
@@ -65,7 +41,7 @@ func TestLongPollsShareOneProbe(t *testing.T) {
 	case <-window.C:
 	}
 	secs := time.Since(t0).Seconds()
-	pops, probes := cs.pops.Load()-pops0, cs.probes.Load()-probes0
+	pops, probes := cs.Pops.Load()-pops0, cs.Probes.Load()-probes0
 	t.Logf("%d idle waiters over %.1f s: %d pops, %d probes", waiters, secs, pops, probes)
 	if pops != 0 {
 		t.Errorf("idle waiters popped %d times in %.1f s: they should wait for a probe", pops, secs)
@@ -97,7 +73,7 @@ func TestLongPollsShareOneProbe(t *testing.T) {
 // message goes to one waiter, and waiters are woken one after another.
 func TestLongPollBurstReachesEveryWaiter(t *testing.T) {
 	t.Parallel()
-	cs := &countingStore{empty: make(chan string, 1000)}
+	cs := &storecount.Counting{Empty: make(chan string, 1000)}
 	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.MaxWait = 20 * time.Second
 		cs.Store = *st
@@ -111,13 +87,13 @@ func TestLongPollBurstReachesEveryWaiter(t *testing.T) {
 		}()
 	}
 	for range waiters {
-		<-cs.empty
+		<-cs.Empty
 	}
 	items := make([]queen.PushItem, waiters)
 	for i := range items {
 		items[i] = queen.PushItem{Queue: "burst", Partition: fmt.Sprintf("p%d", i), Payload: []byte(`1`)}
 	}
-	pops0 := cs.pops.Load()
+	pops0 := cs.Pops.Load()
 	if _, err := s.env.Store.Push(context.Background(), items); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +108,7 @@ func TestLongPollBurstReachesEveryWaiter(t *testing.T) {
 			t.Fatalf("only %d of %d waiters got one of the %d messages within 5 s", i, waiters, waiters)
 		}
 	}
-	if pops := cs.pops.Load() - pops0; pops > 2*waiters {
+	if pops := cs.Pops.Load() - pops0; pops > 2*waiters {
 		t.Errorf("%d pops to hand %d messages to %d waiters", pops, waiters, waiters)
 	}
 }

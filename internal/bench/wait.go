@@ -14,6 +14,7 @@ import (
 
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/storecount"
 )
 
 // Defaults of W.
@@ -26,30 +27,6 @@ const (
 	waitSamples = 40
 )
 
-// countingStore counts the statements long-polls send: pops and probes.
-type countingStore struct {
-	*pgstore.Store
-	stmts atomic.Int64
-	empty chan string // the queue of each empty pop, when someone listens
-}
-
-func (c *countingStore) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult, error) {
-	c.stmts.Add(1)
-	res, err := c.Store.Pop(ctx, req)
-	if err == nil && len(res.Messages) == 0 {
-		select {
-		case c.empty <- req.Queue:
-		default:
-		}
-	}
-	return res, err
-}
-
-func (c *countingStore) Deliverable(ctx context.Context, keys []queen.WaitKey) ([]bool, error) {
-	c.stmts.Add(1)
-	return c.Store.Deliverable(ctx, keys)
-}
-
 // wait is W: DefaultWaiters consumers long-poll empty queues through an
 // HTTP server for DefaultWaitWindow; reported are the statements they cost
 // (pops and probes, counted as the server sends them) and the database
@@ -59,7 +36,7 @@ func (c *countingStore) Deliverable(ctx context.Context, keys []queen.WaitKey) (
 // (in-process wake-up) and through a second server with its own pool and
 // wait hub (another process, seen by the probe).
 func (r *runner) wait(ctx context.Context) error {
-	cs := &countingStore{Store: r.store, empty: make(chan string, 4096)}
+	cs := &storecount.Counting{Store: r.store, Empty: make(chan string, 4096)}
 	srv, err := startHTTP(cs, DefaultWaiters+8)
 	if err != nil {
 		return err
@@ -90,10 +67,10 @@ func (r *runner) wait(ctx context.Context) error {
 	}
 	fmt.Fprintf(r.cfg.Out, "  %d consumers long-polling empty queues for %s…", DefaultWaiters, DefaultWaitWindow)
 	time.Sleep(time.Second) // each has made its first pop and waits
-	stmts0, cpu0, t0 := cs.stmts.Load(), dbCPU(ctx, r), time.Now()
+	stmts0, cpu0, t0 := cs.Pops.Load()+cs.Probes.Load(), dbCPU(ctx, r), time.Now()
 	time.Sleep(DefaultWaitWindow)
 	secs := time.Since(t0).Seconds()
-	stmts, cpu1 := cs.stmts.Load()-stmts0, dbCPU(ctx, r)
+	stmts, cpu1 := cs.Pops.Load()+cs.Probes.Load()-stmts0, dbCPU(ctx, r)
 	fmt.Fprintf(r.cfg.Out, "\r%70s\r", "")
 	if err, _ := failed.Load().(error); err != nil {
 		return err
@@ -138,9 +115,9 @@ func (r *runner) wait(ctx context.Context) error {
 
 // deliveryLatency times one message from the start of its push (through
 // pusher) to its arrival at a consumer already waiting on srv.
-func (r *runner) deliveryLatency(ctx context.Context, cs *countingStore, srv, pusher *httpTarget, queue string) (time.Duration, error) {
-	for len(cs.empty) > 0 {
-		<-cs.empty
+func (r *runner) deliveryLatency(ctx context.Context, cs *storecount.Counting, srv, pusher *httpTarget, queue string) (time.Duration, error) {
+	for len(cs.Empty) > 0 {
+		<-cs.Empty
 	}
 	type popped struct {
 		at  time.Time
@@ -155,7 +132,7 @@ func (r *runner) deliveryLatency(ctx context.Context, cs *countingStore, srv, pu
 		_, err := srv.do(ctx, "GET", "/api/v1/pop/queue/"+queue+"?wait=true&timeout=10000&autoAck=true", nil, &body)
 		got <- popped{at: time.Now(), n: len(body.Messages), err: err}
 	}()
-	for q := range cs.empty { // the consumer waits: its first pop found nothing
+	for q := range cs.Empty { // the consumer waits: its first pop found nothing
 		if q == queue {
 			break
 		}
