@@ -60,6 +60,13 @@ type Config struct {
 	StorageMessages int
 	// ScalePartitions is the wide side of S. Default DefaultScalePartitions.
 	ScalePartitions int
+	// Waiters is how many consumers W keeps long-polling. Default DefaultWaiters.
+	Waiters int
+	// WaitWindow is how long W measures their cost. Default DefaultWaitWindow.
+	WaitWindow time.Duration
+	// WaitSamples is W's number of push-to-delivery samples of each kind.
+	// Default DefaultWaitSamples.
+	WaitSamples int
 	// Only, when set, runs just the workloads named (e.g. "P1", "raw-1").
 	Only []string
 	// Out receives the progress table. Default os.Stdout.
@@ -85,6 +92,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ScalePartitions <= 0 {
 		c.ScalePartitions = DefaultScalePartitions
+	}
+	if c.Waiters <= 0 {
+		c.Waiters = DefaultWaiters
+	}
+	if c.WaitWindow <= 0 {
+		c.WaitWindow = DefaultWaitWindow
+	}
+	if c.WaitSamples <= 0 {
+		c.WaitSamples = DefaultWaitSamples
 	}
 	if c.ResultsDir == "" {
 		c.ResultsDir = DefaultResultsDir

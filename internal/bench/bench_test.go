@@ -27,19 +27,20 @@ func TestHarnessSmoke(t *testing.T) {
 	var out bytes.Buffer
 	rep, err := bench.Run(context.Background(), bench.Config{URL: e.URL, Duration: 300 * time.Millisecond,
 		Clients: 2, Partitions: 20, ResultsDir: dir, Out: &out,
-		Backlog: 2000, StorageMessages: 2000, ScalePartitions: 100})
+		Backlog: 2000, StorageMessages: 2000, ScalePartitions: 100, Waiters: 5, WaitWindow: time.Second, WaitSamples: 3})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	names := map[string]bool{}
 	for _, r := range rep.Results {
 		names[r.Name+"/"+r.Via] = true
-		if r.Name != "S" && r.Name != "D" && r.Rows == 0 {
+		measuresCost := r.Name == "S" || r.Name == "D" || r.Name == "W" && r.Unit != "ms p50"
+		if !measuresCost && r.Rows == 0 {
 			t.Errorf("%s via %s moved no rows", r.Name, r.Via)
 		}
 	}
 	for _, want := range []string{"D/sql", "raw-1/sql", "raw-100/sql", "P1/core", "P1/http", "P10/core", "P100/http",
-		"P100-1/core", "C10/core", "C100/http", "F5/core", "S/core"} {
+		"P100-1/core", "C10/core", "C100/http", "F5/core", "S/core", "W/http", "W/sql"} {
 		if !names[want] {
 			t.Errorf("no result for %s", want)
 		}

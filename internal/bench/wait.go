@@ -23,12 +23,12 @@ const (
 	DefaultWaiters = 200
 	// DefaultWaitWindow is how long their cost is measured.
 	DefaultWaitWindow = 20 * time.Second
-	// waitSamples is the number of push-to-delivery samples of each kind.
-	waitSamples = 40
+	// DefaultWaitSamples is the number of push-to-delivery samples of each kind.
+	DefaultWaitSamples = 40
 )
 
-// wait is W: DefaultWaiters consumers long-poll empty queues through an
-// HTTP server for DefaultWaitWindow; reported are the statements they cost
+// wait is W: Config.Waiters consumers long-poll empty queues through an
+// HTTP server for Config.WaitWindow; reported are the statements they cost
 // (pops and probes, counted as the server sends them) and the database
 // server's CPU over the window (its processes' CPU time, when it runs on
 // this machine). Then, with them still waiting, push-to-delivery latency
@@ -37,7 +37,7 @@ const (
 // wait hub (another process, seen by the probe).
 func (r *runner) wait(ctx context.Context) error {
 	cs := &storecount.Counting{Store: r.store, Empty: make(chan string, 4096)}
-	srv, err := startHTTP(cs, DefaultWaiters+8)
+	srv, err := startHTTP(cs, r.cfg.Waiters+8)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (r *runner) wait(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() { stopIdle(); wg.Wait() }()
 	var failed atomic.Value
-	for i := range DefaultWaiters {
+	for i := range r.cfg.Waiters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -65,21 +65,21 @@ func (r *runner) wait(ctx context.Context) error {
 			}
 		}()
 	}
-	fmt.Fprintf(r.cfg.Out, "  %d consumers long-polling empty queues for %s…", DefaultWaiters, DefaultWaitWindow)
+	fmt.Fprintf(r.cfg.Out, "  %d consumers long-polling empty queues for %s…", r.cfg.Waiters, r.cfg.WaitWindow)
 	time.Sleep(time.Second) // each has made its first pop and waits
 	stmts0, cpu0, t0 := cs.Pops.Load()+cs.Probes.Load(), dbCPU(ctx, r), time.Now()
-	time.Sleep(DefaultWaitWindow)
+	time.Sleep(r.cfg.WaitWindow)
 	secs := time.Since(t0).Seconds()
 	stmts, cpu1 := cs.Pops.Load()+cs.Probes.Load()-stmts0, dbCPU(ctx, r)
 	fmt.Fprintf(r.cfg.Out, "\r%70s\r", "")
 	if err, _ := failed.Load().(error); err != nil {
 		return err
 	}
-	perWaiter := float64(stmts) / secs / DefaultWaiters
-	r.add(Result{Name: "W", Via: "http", What: fmt.Sprintf("%d idle long-polls: statements/s", DefaultWaiters),
+	perWaiter := float64(stmts) / secs / float64(r.cfg.Waiters)
+	r.add(Result{Name: "W", Via: "http", What: fmt.Sprintf("%d idle long-polls: statements/s", r.cfg.Waiters),
 		Ops: stmts, Seconds: secs, Rate: float64(stmts) / secs, Value: perWaiter, Unit: "stmt/s",
 		Target: fmt.Sprintf("≤ 1 per waiter per second (%.3f)", perWaiter)})
-	cpu := Result{Name: "W", Via: "sql", What: fmt.Sprintf("%d idle long-polls: database CPU", DefaultWaiters),
+	cpu := Result{Name: "W", Via: "sql", What: fmt.Sprintf("%d idle long-polls: database CPU", r.cfg.Waiters),
 		Seconds: secs, Unit: "% of a core"}
 	if cpu0 >= 0 && cpu1 >= cpu0 {
 		cpu.Value = 100 * (cpu1 - cpu0) / secs
@@ -96,17 +96,17 @@ func (r *runner) wait(ctx context.Context) error {
 		{"in-process", "push-to-delivery, push through the same server", srv},
 		{"cross-process", "push-to-delivery, push through another server", other},
 	} {
-		lat := make([]time.Duration, 0, waitSamples)
-		for i := range waitSamples {
+		lat := make([]time.Duration, 0, r.cfg.WaitSamples)
+		for i := range r.cfg.WaitSamples {
 			d, err := r.deliveryLatency(ctx, cs, srv, via.push, fmt.Sprintf("bench-W-%s-%d", via.name, i))
 			if err != nil {
 				return err
 			}
 			lat = append(lat, d)
-			fmt.Fprintf(r.cfg.Out, "\r  %s: %d of %d samples…", via.name, i+1, waitSamples)
+			fmt.Fprintf(r.cfg.Out, "\r  %s: %d of %d samples…", via.name, i+1, r.cfg.WaitSamples)
 		}
 		fmt.Fprintf(r.cfg.Out, "\r%70s\r", "")
-		res := result("W", "http", via.what, waitSamples, waitSamples, 0, lat)
+		res := result("W", "http", via.what, int64(len(lat)), int64(len(lat)), 0, lat)
 		res.Rate, res.Unit = res.P50Ms, "ms p50"
 		r.add(res)
 	}
