@@ -23,6 +23,11 @@ Usage:
                     $DATABASE_URL's server, else a throwaway cluster) and write
                     bench-results/results.json and results.svg
                     (flags: -duration, -clients, -partitions, -only, -out)
+  queen chaos       run producers and consumers through queen serve and PgBouncer
+                    (transaction mode) on a throwaway durable PostgreSQL while
+                    killing the postmaster, restarting PgBouncer and stalling
+                    the database, then check that nothing acknowledged was lost
+                    (flags: -duration, -seed, -short; make chaos)
   queen token       print an HS256 token signed with $QUEEN_JWT_SECRET, to try
                     the server's authentication (flags: -sub, -roles, -ttl)
   queen help        show this help
@@ -53,6 +58,8 @@ func run(ctx context.Context, args []string) error {
 		return migrate(ctx, args[1:])
 	case "bench":
 		return benchCmd(ctx, args[1:], os.Getenv, os.Stdout)
+	case "chaos":
+		return chaosCmd(ctx, args[1:], os.Getenv, os.Stdout)
 	case "token":
 		return tokenCmd(args[1:], os.Getenv, os.Stdout, os.Stderr)
 	case "help", "-h", "--help":

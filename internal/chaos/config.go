@@ -32,6 +32,9 @@ const (
 	// recovery to the next fault.
 	DefaultMinGap = 4 * time.Second
 	DefaultMaxGap = 9 * time.Second
+	// DefaultShortGap is the traffic before, between and after the faults
+	// of a short run.
+	DefaultShortGap = 2 * time.Second
 	// DefaultMaxStall bounds how long a stall keeps the database stopped.
 	DefaultMaxStall = 3 * time.Second
 	// DefaultRecoveryTimeout is how long the service may take to answer a
@@ -99,6 +102,9 @@ func (c Config) WithDefaults() Config {
 	set(&c.Partitions, DefaultPartitions)
 	set(&c.LeaseTime, DefaultLeaseTime)
 	set(&c.RetryLimit, DefaultRetryLimit)
+	if c.Short {
+		setD(&c.MinGap, DefaultShortGap)
+	}
 	setD(&c.MinGap, DefaultMinGap)
 	setD(&c.MaxGap, DefaultMaxGap)
 	setD(&c.MaxStall, DefaultMaxStall)
