@@ -29,7 +29,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	out := cfg.Out
-	logf := func(format string, args ...any) { fmt.Fprintf(out, "chaos: "+format+"\n", args...) }
+	began := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(out, "chaos: %5.1fs  "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
+	}
 	if _, err := findPgBouncer(); err != nil {
 		return nil, err
 	}
