@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -30,18 +31,19 @@ func TestChaosShort(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// The progress shows with -v, the whole report on a failure.
 	var out syncBuffer
 	start := time.Now()
-	rep, err := chaos.Run(ctx, chaos.Config{Serve: serve, Out: &out, Short: true, Seed: seed})
+	rep, err := chaos.Run(ctx, chaos.Config{Serve: serve, Out: io.MultiWriter(&out, t.Output()), Short: true, Seed: seed})
 	if errors.Is(err, chaos.ErrNoPgBouncer) {
 		t.Skip(err)
 	}
 	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+		t.Fatal(err)
 	}
 	t.Logf("seed %d (CHAOS_SEED=%d to replay), %v: %s", rep.Seed, rep.Seed, time.Since(start).Round(time.Millisecond), rep.Summary())
 	if !rep.OK() {
-		t.Fatalf("the run broke promises:\n%s", out.String())
+		t.Fatal("the run broke promises (report above)")
 	}
 	if len(rep.Faults) != 2 || rep.Faults[0].Kind != "kill-postmaster" || rep.Faults[1].Kind != "restart-pgbouncer" {
 		t.Errorf("faults %+v, want a postmaster kill and a PgBouncer restart", rep.Faults)

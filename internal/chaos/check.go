@@ -89,8 +89,9 @@ func (h *history) checkLog(st *finalState) {
 //     sits in the group's DLQ (lost otherwise);
 //   - first deliveries come in offset order;
 //   - an ack answered with success is never undone: no pop sent after the
-//     answer delivers an offset at or below the cursor it reported, and
-//     every dead letter it reported is in the DLQ;
+//     answer delivers an offset at or below the cursor it reported, no ack
+//     sent after it reports a lower cursor, every dead letter it reported
+//     is in the DLQ and nothing it committed is;
 //   - each ack's per-item results are what the reference model computes
 //     for that batch (SPEC §3.5), and a refusal (409) comes only when the
 //     lease may have expired;
@@ -179,12 +180,19 @@ func (h *history) checkPartition(st *finalState, cfg Config, group, pid string) 
 			continue
 		}
 		got := partResults(pp, pt, a)
+		if len(got) > 0 && got[0].Committed != nil && *got[0].Committed < floor(a.sent) {
+			h.v.add(kindLost, "group %s %s: the ack of pop #%d answered committed %d, after an earlier ack answered %d",
+				group, p.name, pp.seq, *got[0].Committed, floor(a.sent))
+		}
 		for i, r := range got {
-			if r.Result == refmodel.ResultDeadLettered {
-				if _, ok := st.dlq[gaddr{group, addr{pid, pt.msgs[i].off}}]; !ok {
-					h.v.add(kindLost, "group %s %s: the ack of offset %d answered dead-lettered, but the DLQ does not hold it",
-						group, p.name, pt.msgs[i].off)
-				}
+			_, inDLQ := st.dlq[gaddr{group, addr{pid, pt.msgs[i].off}}]
+			switch {
+			case r.Result == refmodel.ResultDeadLettered && !inDLQ:
+				h.v.add(kindLost, "group %s %s: the ack of offset %d answered dead-lettered, but the DLQ does not hold it",
+					group, p.name, pt.msgs[i].off)
+			case r.Result == refmodel.ResultCommitted && inDLQ:
+				h.v.add(kindOther, "group %s %s: the ack of offset %d answered committed, but the DLQ holds it too",
+					group, p.name, pt.msgs[i].off)
 			}
 		}
 		if msg := modelCheck(cfg, pt, a, got); msg != "" {

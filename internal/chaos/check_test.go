@@ -249,3 +249,26 @@ func TestCheckPushAnswers(t *testing.T) {
 		t.Errorf("a fresh push answered duplicate: %v", h.v.describe())
 	}
 }
+
+func TestCheckCursorBack(t *testing.T) {
+	f := newFixture(t)
+	f.push(4)
+	f.ack(f.pop(0, 0, 1), "completed", "completed") // committed 1
+	p := f.pop(0, 2, 3)
+	p.sent = f.now.Add(-time.Second) // a long poll sent before that answer
+	a := f.ack(p, "completed", "completed")
+	c := int64(0)
+	for i := range a.results {
+		a.results[i].Committed = &c
+	}
+	// The cursor went back, and the results are not the model's.
+	f.expect(map[string]int{kindLost: 1, kindOther: 1})
+}
+
+func TestCheckCommittedAndDeadLettered(t *testing.T) {
+	f := newFixture(t)
+	f.push(1)
+	f.ack(f.pop(0, 0), "completed")
+	f.deadLetter(0)
+	f.expect(map[string]int{kindOther: 1})
+}
