@@ -35,6 +35,9 @@ const (
 	// DefaultShortGap is the traffic before, between and after the faults
 	// of a short run.
 	DefaultShortGap = 2 * time.Second
+	// DefaultMaxDown bounds how long a kill keeps the database or the
+	// pooler down before it is started again.
+	DefaultMaxDown = 2 * time.Second
 	// DefaultMaxStall bounds how long a stall keeps the database stopped.
 	DefaultMaxStall = 3 * time.Second
 	// DefaultRecoveryTimeout is how long the service may take to answer a
@@ -63,9 +66,9 @@ type Config struct {
 	// Seed drives every random choice (workload and fault schedule); 0
 	// picks one from the clock. The report prints it.
 	Seed uint64
-	// Short runs the short schedule: one postmaster kill, then one
-	// PgBouncer restart, each after a few seconds of traffic, instead of
-	// random faults for Duration.
+	// Short runs the short schedule: one postmaster kill (down MaxDown/2),
+	// then one PgBouncer restart (down MaxDown/4), each after a few
+	// seconds of traffic, instead of random faults for Duration.
 	Short bool
 	// Duration of the produce-and-fault phase of a full run.
 	Duration time.Duration
@@ -73,7 +76,7 @@ type Config struct {
 	Producers, Groups, ConsumersPerGroup, Partitions int
 	LeaseTime, RetryLimit                            int
 
-	MinGap, MaxGap, MaxStall                     time.Duration
+	MinGap, MaxGap, MaxDown, MaxStall             time.Duration
 	RecoveryTimeout, DrainTimeout, RequestTimeout time.Duration
 }
 
@@ -107,6 +110,7 @@ func (c Config) WithDefaults() Config {
 	}
 	setD(&c.MinGap, DefaultMinGap)
 	setD(&c.MaxGap, DefaultMaxGap)
+	setD(&c.MaxDown, DefaultMaxDown)
 	setD(&c.MaxStall, DefaultMaxStall)
 	setD(&c.RecoveryTimeout, DefaultRecoveryTimeout)
 	setD(&c.DrainTimeout, DefaultDrainTimeout)
@@ -132,6 +136,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinGap <= 0 || c.MaxGap < c.MinGap {
 		errs = append(errs, fmt.Errorf("need 0 < MinGap <= MaxGap, got %v and %v", c.MinGap, c.MaxGap))
+	}
+	if c.MaxDown < 0 {
+		errs = append(errs, fmt.Errorf("MaxDown must not be negative, got %v", c.MaxDown))
 	}
 	if c.MaxStall < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("MaxStall must be at least 100ms, got %v", c.MaxStall))

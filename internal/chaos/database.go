@@ -20,10 +20,10 @@ type database struct {
 
 // killPostmaster kills the postmaster with SIGKILL, waits until it and every
 // process it had started (backends, checkpointer, …: orphans now, which
-// notice the postmaster's death and exit) are gone, and restarts the server
-// on the same data directory; PostgreSQL runs crash recovery. It returns
-// the killed pid.
-func (d *database) killPostmaster(ctx context.Context) (int, error) {
+// notice the postmaster's death and exit) are gone, leaves the database
+// down for down, and restarts the server on the same data directory;
+// PostgreSQL runs crash recovery. It returns the killed pid.
+func (d *database) killPostmaster(ctx context.Context, down time.Duration) (int, error) {
 	pid, err := d.cluster.PostmasterPID()
 	if err != nil {
 		return 0, err
@@ -38,6 +38,7 @@ func (d *database) killPostmaster(ctx context.Context) (int, error) {
 	if err := waitExited(ctx, append(kids, pid), time.Minute); err != nil {
 		return pid, fmt.Errorf("after killing the postmaster %d: %w", pid, err)
 	}
+	pause(ctx, down)
 	if err := d.cluster.Restart(ctx); err != nil {
 		return pid, err
 	}

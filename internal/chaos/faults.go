@@ -11,8 +11,8 @@ import (
 type faultKind string
 
 const (
-	killPostmaster   faultKind = "kill-postmaster"   // SIGKILL, then restart on the same data directory
-	restartPgBouncer faultKind = "restart-pgbouncer" // SIGKILL, then start again on the same port
+	killPostmaster   faultKind = "kill-postmaster"   // SIGKILL, down a while, restart on the same data directory
+	restartPgBouncer faultKind = "restart-pgbouncer" // SIGKILL, down a while, start again on the same port
 	stallDatabase    faultKind = "stall-database"    // SIGSTOP the postmaster and its children, SIGCONT later
 )
 
@@ -39,20 +39,23 @@ type injector struct {
 	bouncer *pgBouncer
 }
 
-func (in *injector) inject(ctx context.Context, f *fault, stall time.Duration) {
+// inject applies f; hold is how long the database or the pooler stays
+// down (a kill) or stopped (a stall).
+func (in *injector) inject(ctx context.Context, f *fault, hold time.Duration) {
 	f.start = time.Now()
 	switch f.kind {
 	case killPostmaster:
-		pid, err := in.db.killPostmaster(ctx)
-		f.detail, f.err = fmt.Sprintf("postmaster %d killed, restarted", pid), err
+		pid, err := in.db.killPostmaster(ctx, hold)
+		f.detail, f.err = fmt.Sprintf("postmaster %d killed, down %v, restarted", pid, hold.Round(time.Millisecond)), err
 	case restartPgBouncer:
 		if f.err = in.bouncer.kill(); f.err == nil {
+			pause(ctx, hold)
 			f.err = in.bouncer.start(ctx)
 		}
-		f.detail = "pgbouncer killed, started again"
+		f.detail = fmt.Sprintf("pgbouncer killed, down %v, started again", hold.Round(time.Millisecond))
 	case stallDatabase:
-		n, err := in.db.stall(ctx, stall)
-		f.detail, f.err = fmt.Sprintf("%d processes stopped for %v", n, stall.Round(time.Millisecond)), err
+		n, err := in.db.stall(ctx, hold)
+		f.detail, f.err = fmt.Sprintf("%d processes stopped for %v", n, hold.Round(time.Millisecond)), err
 	}
 	f.end = time.Now()
 }
@@ -66,16 +69,17 @@ type schedule struct {
 	cycle []faultKind
 }
 
-// next returns the next fault's kind and, for a stall, its length; ok is
-// false when the run has had its faults.
-func (s *schedule) next(n int, since time.Duration) (kind faultKind, stall time.Duration, ok bool) {
+// next returns the next fault's kind and how long it holds the database
+// or the pooler down or stopped; ok is false when the run has had its
+// faults.
+func (s *schedule) next(n int, since time.Duration) (kind faultKind, hold time.Duration, ok bool) {
 	if s.cfg.Short {
 		// One kill, one pooler restart.
 		switch n {
 		case 1:
-			return killPostmaster, 0, true
+			return killPostmaster, s.cfg.MaxDown / 2, true
 		case 2:
-			return restartPgBouncer, 0, true
+			return restartPgBouncer, s.cfg.MaxDown / 4, true
 		}
 		return "", 0, false
 	}
@@ -88,9 +92,9 @@ func (s *schedule) next(n int, since time.Duration) (kind faultKind, stall time.
 	}
 	kind, s.cycle = s.cycle[0], s.cycle[1:]
 	if kind == stallDatabase {
-		stall = s.cfg.MaxStall/4 + time.Duration(s.rng.Int64N(int64(s.cfg.MaxStall*3/4)+1))
+		return kind, s.cfg.MaxStall/4 + time.Duration(s.rng.Int64N(int64(s.cfg.MaxStall*3/4)+1)), true
 	}
-	return kind, stall, true
+	return kind, time.Duration(s.rng.Int64N(int64(s.cfg.MaxDown) + 1)), true
 }
 
 // gap is the traffic time before the next fault.

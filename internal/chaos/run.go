@@ -39,8 +39,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := becomeSubreaper(); err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	mode := fmt.Sprintf("%v of faults (a kill, a pooler restart and a stall in random order, %v-%v apart)",
-		cfg.Duration, cfg.MinGap, cfg.MaxGap)
+	mode := fmt.Sprintf("%v of faults (a postmaster kill, a PgBouncer restart, each down up to %v, and a stall up to %v, in random order, %v-%v apart)",
+		cfg.Duration, cfg.MaxDown, cfg.MaxStall, cfg.MinGap, cfg.MaxGap)
 	if cfg.Short {
 		mode = "short: one postmaster kill, one PgBouncer restart"
 	}
@@ -81,13 +81,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // env is a run's database, pooler, server and client.
 type env struct {
-	cfg      Config
-	logf     func(string, ...any)
-	cluster  *pgcluster.Cluster
-	db       *database
-	bouncer  *pgBouncer
-	client   *client
-	serveLog string
+	cfg       Config
+	logf      func(string, ...any)
+	cluster   *pgcluster.Cluster
+	db        *database
+	bouncer   *pgBouncer
+	client    *client
+	serveLog  string
 	stopServe func()
 }
 
@@ -290,13 +290,13 @@ func (e *env) runFaults(ctx context.Context, rng *rand.Rand, h *history) []*faul
 		gap := sched.gap()
 		e.logf("traffic for %v", gap.Round(time.Millisecond))
 		pause(ctx, gap)
-		kind, stall, ok := sched.next(n, time.Since(start))
+		kind, hold, ok := sched.next(n, time.Since(start))
 		if !ok || ctx.Err() != nil {
 			return faults
 		}
 		f := &fault{n: n, kind: kind}
 		faults = append(faults, f)
-		in.inject(ctx, f, stall)
+		in.inject(ctx, f, hold)
 		if f.err != nil {
 			e.logf("fault %d %s: %s after %v: FAILED: %v", n, kind, f.detail, f.end.Sub(f.start).Round(time.Millisecond), f.err)
 			return faults

@@ -115,6 +115,7 @@ func (w *workload) produce(ctx context.Context, id int, rng *rand.Rand) {
 func (w *workload) consume(ctx context.Context, group string, idx int, rng *rand.Rand) {
 	name := engineGroup(group)
 	worker := fmt.Sprintf("%s/%d", name, idx)
+	failures := 0 // in a row: the backoff grows
 	for !w.stopConsuming.Load() && ctx.Err() == nil {
 		batch, parts := 1+rng.IntN(10), 1
 		if rng.IntN(4) == 0 {
@@ -128,14 +129,18 @@ func (w *workload) consume(ctx context.Context, group string, idx int, rng *rand
 		r := w.c.do(ctx, "pop", "GET", "/api/v1/pop/queue/"+queueName+"?"+q.Encode(), nil)
 		switch {
 		case r.status == 204:
+			failures = 0
 			continue
 		case r.status == 200:
+			failures = 0
 		case r.status == 0 || r.status >= 500:
-			pause(ctx, backoff(1, rng))
+			failures++
+			pause(ctx, backoff(failures, rng))
 			continue
 		default:
 			w.h.v.add(kindOther, "%s: pop refused: %s", worker, r)
-			pause(ctx, backoff(1, rng))
+			failures++
+			pause(ctx, backoff(failures, rng))
 			continue
 		}
 		var res wirePop
