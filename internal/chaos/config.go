@@ -122,7 +122,7 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Serve == nil {
-		errs = append(errs, errors.New("Serve is required"))
+		errs = append(errs, errors.New("no server to test: Serve is required"))
 	}
 	positive := map[string]int{"Producers": c.Producers, "Groups": c.Groups, "ConsumersPerGroup": c.ConsumersPerGroup,
 		"Partitions": c.Partitions, "LeaseTime": c.LeaseTime, "RetryLimit": c.RetryLimit}
@@ -132,7 +132,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("Duration must be at least 1s, got %v", c.Duration))
+		errs = append(errs, fmt.Errorf("the duration must be at least 1s, got %v", c.Duration))
 	}
 	if c.MinGap <= 0 || c.MaxGap < c.MinGap {
 		errs = append(errs, fmt.Errorf("need 0 < MinGap <= MaxGap, got %v and %v", c.MinGap, c.MaxGap))

@@ -94,7 +94,6 @@ type history struct {
 	items  map[string]*pushItem // by transactionId: every item ever sent
 	byAddr map[addr]*pushItem   // the items a 201 placed
 	pops   []*pop
-	faults []*fault
 	v      violations
 	stats  stats
 }
