@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -19,7 +21,7 @@ type database struct {
 }
 
 // killPostmaster kills the postmaster with SIGKILL, waits until it and every
-// process it had started (backends, checkpointer, …: orphans now, which
+// process of the server (backends, checkpointer, …: orphans now, which
 // notice the postmaster's death and exit) are gone, leaves the database
 // down for down, and restarts the server on the same data directory;
 // PostgreSQL runs crash recovery. It returns the killed pid.
@@ -28,14 +30,10 @@ func (d *database) killPostmaster(ctx context.Context, down time.Duration) (int,
 	if err != nil {
 		return 0, err
 	}
-	kids, err := children(pid)
-	if err != nil {
-		return 0, err
-	}
 	if err := signal(pid, syscall.SIGKILL); err != nil {
 		return 0, err
 	}
-	if err := waitExited(ctx, append(kids, pid), time.Minute); err != nil {
+	if err := d.waitGone(ctx, pid, time.Minute); err != nil {
 		return pid, fmt.Errorf("after killing the postmaster %d: %w", pid, err)
 	}
 	pause(ctx, down)
@@ -43,6 +41,38 @@ func (d *database) killPostmaster(ctx context.Context, down time.Duration) (int,
 		return pid, err
 	}
 	return pid, nil
+}
+
+// waitGone waits until the postmaster pid has exited and no process runs
+// in the data directory any more, reaping those that are ours (as a
+// subreaper, the orphans), polling /proc. A new server refuses to start
+// while one of them still holds the old one's shared memory.
+func (d *database) waitGone(ctx context.Context, pid int, limit time.Duration) error {
+	dir, err := filepath.EvalSymlinks(d.cluster.DataDir())
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		left, err := processesIn(dir)
+		if err != nil {
+			return err
+		}
+		left = slices.DeleteFunc(append(left, pid), exited)
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v still running after %v", left, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // stall stops the postmaster and every process it started with SIGSTOP,
@@ -99,32 +129,4 @@ func (d *database) resume() error {
 	}
 	d.stopped = nil
 	return first
-}
-
-// waitExited waits until every pid has exited (reaping those that are
-// ours), polling /proc.
-func waitExited(ctx context.Context, pids []int, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		left := pids[:0]
-		for _, p := range pids {
-			if !exited(p) {
-				left = append(left, p)
-			}
-		}
-		pids = left
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v still running after %v", pids, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
 }

@@ -45,6 +45,26 @@ func children(ppid int) ([]int, error) {
 	return out, nil
 }
 
+// processesIn returns the live processes whose working directory is dir:
+// a PostgreSQL server's processes all run in its data directory.
+func processesIn(dir string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && cwd == dir {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
 type procStatus struct {
 	state byte
 	ppid  int

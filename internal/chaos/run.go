@@ -159,7 +159,12 @@ func (e *env) tearDown() {
 		_ = e.bouncer.kill()
 	}
 	if e.cluster != nil {
+		pid, err := e.cluster.PostmasterPID()
 		_ = e.cluster.Stop()
+		if err == nil {
+			// Ours to reap since the last restart (a subreaper's orphan).
+			_ = e.db.waitGone(context.Background(), pid, 10*time.Second)
+		}
 	}
 }
 

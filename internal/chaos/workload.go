@@ -144,8 +144,8 @@ func (w *workload) consume(ctx context.Context, group string, idx int, rng *rand
 			continue
 		}
 		var res wirePop
-		if err := r.decode(&res); err != nil {
-			w.h.v.add(kindOther, "%s: pop: %v", worker, err)
+		if err := r.decode(&res); err != nil || len(res.Messages) == 0 {
+			w.h.v.add(kindOther, "%s: pop answered 200 without messages (%v): %s", worker, err, r)
 			continue
 		}
 		p := w.h.recordPop(name, worker, r, res, batch, parts)
