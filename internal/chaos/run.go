@@ -42,7 +42,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	mode := fmt.Sprintf("%v of faults (a postmaster kill, a PgBouncer restart, each down up to %v, and a stall up to %v, in random order, %v-%v apart)",
 		cfg.Duration, cfg.MaxDown, cfg.MaxStall, cfg.MinGap, cfg.MaxGap)
 	if cfg.Short {
-		mode = "short: one postmaster kill, one PgBouncer restart"
+		mode = fmt.Sprintf("short: one postmaster kill (down %v), one PgBouncer restart (down %v), %v apart",
+			cfg.MaxDown/2, cfg.MaxDown/4, cfg.MinGap)
 	}
 	logf("seed %d (-seed %d or CHAOS_SEED=%d replays the choices), %s", cfg.Seed, cfg.Seed, cfg.Seed, mode)
 	logf("%d producers, %d groups × %d consumers, %d partitions, leaseTime %ds, retryLimit %d",
@@ -64,16 +65,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep, err := env.run(ctx)
-	if err != nil {
+	if err != nil || !rep.OK() {
 		if log, rerr := os.ReadFile(env.serveLog); rerr == nil {
 			fmt.Fprintf(out, "queen serve's log (end):\n%s\n", tail(string(log), 4000))
 		}
-		return nil, err
 	}
-	if !rep.OK() {
-		if log, rerr := os.ReadFile(env.serveLog); rerr == nil {
-			fmt.Fprintf(out, "queen serve's log (end):\n%s\n", tail(string(log), 4000))
-		}
+	if err != nil {
+		return nil, err
 	}
 	rep.write(out)
 	return rep, nil
@@ -126,9 +124,11 @@ func setUp(ctx context.Context, cfg Config, dir string, logf func(string, ...any
 		"QUEEN_REAPER_INTERVAL": "1s",
 	}
 	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
+	var serveErr error
+	done := make(chan struct{}) // closed when serve has returned serveErr
 	go func() {
-		done <- cfg.Serve(serveCtx, []string{"-key-file", filepath.Join(dir, "encryption.key")},
+		defer close(done)
+		serveErr = cfg.Serve(serveCtx, []string{"-key-file", filepath.Join(dir, "encryption.key")},
 			func(k string) string { return vars[k] }, logFile, logFile)
 	}()
 	e.stopServe = func() {
@@ -141,7 +141,7 @@ func setUp(ctx context.Context, cfg Config, dir string, logf func(string, ...any
 	}
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	e.client = newClient(base, cfg.RequestTimeout)
-	if err := waitHealthy(ctx, base, done); err != nil {
+	if err := waitHealthy(ctx, base, done, &serveErr); err != nil {
 		log, _ := os.ReadFile(e.serveLog)
 		return e, fmt.Errorf("%w\n%s", err, tail(string(log), 4000))
 	}
@@ -161,9 +161,9 @@ func (e *env) tearDown() {
 	if e.cluster != nil {
 		pid, err := e.cluster.PostmasterPID()
 		_ = e.cluster.Stop()
-		if err == nil {
-			// Ours to reap since the last restart (a subreaper's orphan).
-			_ = e.db.waitGone(context.Background(), pid, 10*time.Second)
+		// Ours to reap since the last restart (a subreaper's orphan).
+		for deadline := time.Now().Add(10 * time.Second); err == nil && !exited(pid) && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
@@ -180,7 +180,7 @@ func createDatabase(ctx context.Context, adminURL, name string) error {
 }
 
 // waitHealthy waits until the server answers /health with 200.
-func waitHealthy(ctx context.Context, base string, done <-chan error) error {
+func waitHealthy(ctx context.Context, base string, done <-chan struct{}, serveErr *error) error {
 	c := newClient(base, 5*time.Second)
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -188,8 +188,8 @@ func waitHealthy(ctx context.Context, base string, done <-chan error) error {
 			return nil
 		}
 		select {
-		case err := <-done:
-			return fmt.Errorf("queen serve ended: %v", err)
+		case <-done:
+			return fmt.Errorf("queen serve ended: %v", *serveErr)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
