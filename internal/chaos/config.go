@@ -15,6 +15,9 @@ const (
 	DefaultDuration = 3 * time.Minute
 	// DefaultProducers is the number of concurrent producers.
 	DefaultProducers = 4
+	// DefaultShortProducers is the number of producers of a short run:
+	// fewer, so the groups keep up and the drain is quick.
+	DefaultShortProducers = 2
 	// DefaultGroups is the number of consumer groups: the queue-mode group
 	// and DefaultGroups-1 named ones.
 	DefaultGroups = 3
@@ -107,6 +110,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.RetryLimit, DefaultRetryLimit)
 	if c.Short {
 		setD(&c.MinGap, DefaultShortGap)
+		set(&c.Producers, DefaultShortProducers)
 	}
 	setD(&c.MinGap, DefaultMinGap)
 	setD(&c.MaxGap, DefaultMaxGap)

@@ -232,7 +232,15 @@ func (e *env) run(ctx context.Context) (*Report, error) {
 
 	faults := e.runFaults(ctx, rng, h)
 	w.stopProducing.Store(true)
-	e.logf("faults over; producers stop, consumers drain")
+	backlog := "?"
+	if q, err := e.client.queueState(ctx); err == nil {
+		var lag int64
+		for _, g := range q.Groups {
+			lag += g.Lag
+		}
+		backlog = strconv.FormatInt(lag, 10)
+	}
+	e.logf("faults over; producers stop, consumers drain (%s messages behind, all groups)", backlog)
 	drainStart := time.Now()
 	drainCtx, cancelDrain := context.WithTimeout(ctx, cfg.DrainTimeout)
 	defer cancelDrain()
