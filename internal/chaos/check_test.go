@@ -77,7 +77,7 @@ func (f *fixture) ack(p *pop, statuses ...string) *ackCall {
 			d.errText = "boom"
 		}
 	}
-	want, shift, err := modelAck(f.cfg, pt, false)
+	want, shift, err := modelAck(f.cfg, pt)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -199,25 +199,49 @@ func TestCheckDeadLetterMissing(t *testing.T) {
 	f.expect(map[string]int{kindLost: 1})
 }
 
-func TestCheckResentAck(t *testing.T) {
-	// An ack resent after an unanswered attempt that was applied: the
-	// answer is the model's for the call applied twice.
-	f := newFixture(t)
-	f.push(2)
-	p := f.pop(0, 0, 1)
-	a := f.ack(p, "completed", "completed")
-	for i := range a.results {
-		a.results[i].Result, a.results[i].Offset, a.results[i].LeaseReleased = "already committed", nil, false
+func TestCheckOldAck(t *testing.T) {
+	// The answer to an ack of messages at or below the cursor: every item
+	// "already committed", with the cursor as it is by then.
+	noOp := func(a *ackCall, committed int64) {
+		for i := range a.results {
+			a.results[i].Result, a.results[i].Offset, a.results[i].LeaseReleased = "already committed", nil, false
+			a.results[i].Committed = &committed
+		}
 	}
-	a.first, a.attempts = false, 2
+	// Resent after an unanswered attempt that was applied (failed: the
+	// lease released, offset 1 redelivered), while another consumer went on
+	// to offset 3: right.
+	f := newFixture(t)
+	f.push(4)
+	p := f.pop(0, 0, 1)
+	f.ack(f.pop(1, 1, 2, 3), "completed", "completed", "completed")
+	a := f.ack(p, "completed", "failed")
+	a.first, a.attempts, a.sent, a.back = false, 2, f.tick(), f.tick()
+	noOp(a, 3)
 	f.expect(nil)
-	// As a first attempt the same answer is wrong.
+
+	// The same answer to a first attempt within the lease: wrong, nobody
+	// else could have moved the cursor.
+	f = newFixture(t)
+	f.push(2)
+	noOp(f.ack(f.pop(0, 0, 1), "completed", "completed"), 1)
+	f.expect(map[string]int{kindOther: 1})
+
+	// A first attempt answered once the lease may have expired: right.
 	f = newFixture(t)
 	f.push(2)
 	a = f.ack(f.pop(0, 0, 1), "completed", "completed")
-	for i := range a.results {
-		a.results[i].Result, a.results[i].Offset, a.results[i].LeaseReleased = "already committed", nil, false
-	}
+	a.sent, a.back = f.now.Add(4*time.Second), f.now.Add(5*time.Second)
+	noOp(a, 1)
+	f.expect(nil)
+
+	// A no-op that leaves messages of the batch above the cursor: wrong.
+	f = newFixture(t)
+	f.push(3)
+	p = f.pop(0, 0, 1, 2)
+	a = f.ack(p, "completed", "completed", "completed")
+	a.first, a.attempts = false, 2
+	noOp(a, 1)
 	f.expect(map[string]int{kindOther: 1})
 }
 
