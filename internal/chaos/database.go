@@ -55,14 +55,22 @@ func (d *database) waitGone(ctx context.Context, pid int, limit time.Duration) e
 	deadline := time.Now().Add(limit)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
+	postmasterGone := false
 	for {
 		left, err := processesIn(dir)
 		if err != nil {
 			return err
 		}
-		left = slices.DeleteFunc(append(left, pid), exited)
-		if len(left) == 0 {
+		if !postmasterGone {
+			// Once: reaped, its pid may be reused by anyone.
+			postmasterGone = exited(pid)
+		}
+		left = slices.DeleteFunc(left, exited)
+		if len(left) == 0 && postmasterGone {
 			return nil
+		}
+		if !postmasterGone {
+			left = append(left, pid)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("processes %v still running after %v", left, limit)
