@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/queen-serverless/queen/internal/chaos"
 )
@@ -40,6 +42,9 @@ func chaosCmd(ctx context.Context, args []string, getenv func(string) string, ou
 			return nil
 		}
 		return err
+	}
+	if *d < time.Second {
+		return fmt.Errorf("chaos: -duration must be at least 1s, got %v", *d)
 	}
 	rep, err := chaos.Run(ctx, chaos.Config{Serve: serve, Out: out, Seed: *seed, Short: *short, Duration: *d})
 	if err != nil {
