@@ -49,6 +49,12 @@ fuzz: ## every request and event decoder's fuzz target for FUZZTIME each (defaul
 console-screenshots: ## the README's console pictures, docs/console/*.png, from the browser test (needs chromium)
 	QUEEN_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsoleInBrowser$$' ./cmd/queen
 
+CHAOS_DURATION ?= 3m
+
+.PHONY: chaos
+chaos: ## producers and consumers through queen serve and PgBouncer while the postmaster is killed, PgBouncer restarted and the database stalled, for CHAOS_DURATION (default 3m; CHAOS_SEED replays); fails if anything acknowledged is lost
+	$(GO) run ./cmd/queen chaos -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED))
+
 .PHONY: synth
 synth: ## CloudFormation template, offline, in infra/cdk.out (uses build/lambda if built, else placeholders)
 	infra/synth.sh

@@ -28,6 +28,11 @@ Usage:
                     localhost:6633 and forwards its calls to -api, signed with
                     SigV4 (AWS config chain) or with a bearer token (-token,
                     $QUEEN_TOKEN); queen serve has it at /console/
+  queen chaos       run producers and consumers through queen serve and PgBouncer
+                    (transaction mode) on a throwaway durable PostgreSQL while
+                    killing the postmaster, restarting PgBouncer and stalling
+                    the database, then check that nothing acknowledged was lost
+                    (flags: -duration, -seed, -short; make chaos)
   queen token       print an HS256 token signed with $QUEEN_JWT_SECRET, to try
                     the server's authentication (flags: -sub, -roles, -ttl)
   queen help        show this help
@@ -60,6 +65,8 @@ func run(ctx context.Context, args []string) error {
 		return benchCmd(ctx, args[1:], os.Getenv, os.Stdout)
 	case "console":
 		return consoleCmd(ctx, args[1:], os.Getenv, loadAWSConfig, os.Stdout, os.Stderr)
+	case "chaos":
+		return chaosCmd(ctx, args[1:], os.Getenv, os.Stdout)
 	case "token":
 		return tokenCmd(args[1:], os.Getenv, os.Stdout, os.Stderr)
 	case "help", "-h", "--help":

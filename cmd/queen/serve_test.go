@@ -241,7 +241,7 @@ func TestServeEmbedded(t *testing.T) {
 
 func TestUsageNamesEveryCommand(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"serve", "migrate", "bench", "console", "token", "help"} {
+	for _, cmd := range []string{"serve", "migrate", "bench", "console", "chaos", "token", "help"} {
 		if !strings.Contains(usage, "queen "+cmd) {
 			t.Errorf("usage lacks %s", cmd)
 		}

@@ -194,6 +194,42 @@ func (c *Cluster) SocketDir() string { return c.sockDir }
 // DataDir returns the data directory (after following a relocation link).
 func (c *Cluster) DataDir() string { return c.dataDir }
 
+// PostmasterPID returns the process id of the running server's postmaster,
+// from postmaster.pid.
+func (c *Cluster) PostmasterPID() (int, error) {
+	lines, err := readLines(filepath.Join(c.dataDir, "postmaster.pid"), 1)
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: %w", err)
+	}
+	if len(lines) == 0 {
+		return 0, errors.New("pgcluster: postmaster.pid is empty")
+	}
+	pid, err := strconv.Atoi(lines[0])
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("pgcluster: postmaster.pid: bad pid %q", lines[0])
+	}
+	return pid, nil
+}
+
+// Restart starts the server again on the same data directory, port and
+// socket after it went away — stopped, or killed by a crash test, in which
+// case PostgreSQL runs crash recovery first. It returns once the server
+// accepts connections. The old postmaster and its children must be gone
+// (a killed process reaped by its parent): PostgreSQL refuses to start while
+// a process named in its lock files exists or one still holds its shared
+// memory.
+func (c *Cluster) Restart(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("pgcluster: restart of a stopped cluster")
+	}
+	if err := c.launch(ctx, c.port); err != nil {
+		return fmt.Errorf("pgcluster: restart: %w", err)
+	}
+	return nil
+}
+
 // Stop shuts the server down (fast mode: sessions are disconnected) and
 // removes the data directory unless the cluster is persistent. Calling it
 // again returns the first call's result.

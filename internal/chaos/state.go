@@ -1,0 +1,102 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+)
+
+// finalState is what the server shows after the drain, read through the
+// API as any client reads it.
+type finalState struct {
+	parts  map[string]*finalPartition // by id
+	lag    map[string]int64           // by group
+	dlq    map[gaddr]wireDeadLetter
+	dlqDup int // dead letters listed twice for the same group and message
+}
+
+type finalPartition struct {
+	id, name string
+	last     int64
+	log      map[int64]wireMessage
+}
+
+// read fetches one JSON reply, retrying a few times: the faults are over,
+// but a pooled connection may still be a dead one.
+func (c *client) read(ctx context.Context, path string, v any) error {
+	var r reply
+	for attempt := 1; attempt <= 5; attempt++ {
+		r = c.do(ctx, "read", "GET", path, nil)
+		if r.status == 200 {
+			return r.decode(v)
+		}
+		if r.status != 0 && r.status < 500 {
+			break
+		}
+	}
+	return fmt.Errorf("GET %s: %s", path, r)
+}
+
+// queueState reads the queue's partitions and groups.
+func (c *client) queueState(ctx context.Context) (wireQueue, error) {
+	var q wireQueue
+	err := c.read(ctx, "/api/v1/resources/queues/"+queueName, &q)
+	return q, err
+}
+
+// readFinalState reads the partitions, every logged message (browse) and
+// every dead letter.
+func readFinalState(ctx context.Context, c *client) (*finalState, error) {
+	q, err := c.queueState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &finalState{parts: map[string]*finalPartition{}, lag: map[string]int64{}, dlq: map[gaddr]wireDeadLetter{}}
+	for _, g := range q.Groups {
+		st.lag[g.Group] = g.Lag
+	}
+	const page = 1000
+	for _, p := range q.Partitions {
+		fp := &finalPartition{id: p.ID, name: p.Name, last: p.LastOffset, log: map[int64]wireMessage{}}
+		st.parts[p.ID] = fp
+		for from := int64(0); from <= p.LastOffset; {
+			v := url.Values{"queue": {queueName}, "partition": {p.Name}, "fromOffset": {strconv.FormatInt(from, 10)},
+				"limit": {strconv.Itoa(page)}}
+			var b wireBrowse
+			if err := c.read(ctx, "/api/v1/messages?"+v.Encode(), &b); err != nil {
+				return nil, err
+			}
+			if len(b.Messages) == 0 {
+				break
+			}
+			next := from
+			for _, m := range b.Messages {
+				fp.log[m.Offset] = m
+				next = max(next, m.Offset+1)
+			}
+			if next == from {
+				return nil, fmt.Errorf("browse of %s from offset %d returned only earlier offsets", p.Name, from)
+			}
+			from = next
+		}
+	}
+	for offset := 0; ; offset += page {
+		v := url.Values{"queue": {queueName}, "limit": {strconv.Itoa(page)}, "offset": {strconv.Itoa(offset)}}
+		var d wireDLQPage
+		if err := c.read(ctx, "/api/v1/dlq?"+v.Encode(), &d); err != nil {
+			return nil, err
+		}
+		for _, m := range d.Messages {
+			k := gaddr{m.ConsumerGroup, addr{m.PartitionID, m.Offset}}
+			if _, dup := st.dlq[k]; dup {
+				st.dlqDup++
+			}
+			st.dlq[k] = m
+		}
+		if len(d.Messages) < page || int64(offset+page) >= d.Total {
+			break
+		}
+	}
+	return st, nil
+}
