@@ -21,6 +21,9 @@ import (
 // in order, no successful ack undone, no 5xx but 503, and the service must
 // recover by itself after each fault. CHAOS_SEED replays a seed's choices.
 func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the chaos run is in the full lane (make test)")
+	}
 	t.Parallel()
 	var seed uint64
 	if v := os.Getenv("CHAOS_SEED"); v != "" {

@@ -141,6 +141,9 @@ func (b *browser) screenshot(name string, viewport ...bool) {
 // console and shows up in its partition, a seek moves the cursors, a
 // configure changes the options, and errors show as messages.
 func TestConsoleInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the browser tests are in the full lane (make test)")
+	}
 	t.Parallel()
 	b := newBrowser(t)
 	s := startServe(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "QUEEN_REAPER_INTERVAL": "1s"})
@@ -362,6 +365,9 @@ func (b *browser) noScriptErrors() {
 // (bearer) the proxy authenticates, and the browser's own calls — reads and
 // a POST, which carries an Origin — pass its checks.
 func TestConsoleInBrowserWithAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the browser tests are in the full lane (make test)")
+	}
 	t.Parallel()
 	b := newBrowser(t)
 	s := startServe(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "QUEEN_JWT_SECRET": testSecret})
