@@ -140,22 +140,8 @@ BEGIN
 END
 $fn$;
 
--- _ensure_consumer creates the (partition, group) cursor if missing.
-CREATE OR REPLACE FUNCTION queen._ensure_consumer(p_pid uuid, p_queue_id bigint, p_group text,
-                                                   p_from timestamptz, p_now timestamptz)
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
-DECLARE
-    v_start bigint;
-BEGIN
-    IF EXISTS (SELECT 1 FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group) THEN
-        RETURN;
-    END IF;
-    v_start := queen._start_offset(p_pid, p_from);
-    INSERT INTO queen.consumers (partition_id, group_name, queue_id, committed, delivered, updated_at)
-    VALUES (p_pid, p_group, p_queue_id, v_start, v_start, p_now)
-    ON CONFLICT DO NOTHING;
-END
-$fn$;
+-- A pop creates a group's cursor of a partition on its first visit (_claim_lock).
+DROP FUNCTION IF EXISTS queen._ensure_consumer(uuid, bigint, text, timestamptz, timestamptz);
 
 -- _unschedule removes a partition from a group's ready set once the
 -- group's cursor has reached its last offset, so consumed partitions never

@@ -18,12 +18,14 @@ BEGIN
         IF EXISTS (SELECT 1 FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group) THEN
             RETURN NULL;
         END IF;
-        PERFORM queen._ensure_consumer(p_pid, q.id, p_group, s.from_ts, p_now);
-        SELECT * INTO cr FROM queen.consumers
-        WHERE partition_id = p_pid AND group_name = p_group
-        FOR UPDATE SKIP LOCKED;
+        -- The new row is this transaction's: locked until it commits.
+        INSERT INTO queen.consumers (partition_id, group_name, queue_id, committed, delivered, updated_at)
+        SELECT p_pid, p_group, q.id, v.start, v.start, p_now
+        FROM (SELECT queen._start_offset(p_pid, s.from_ts) AS start) v
+        ON CONFLICT DO NOTHING
+        RETURNING * INTO cr;
         IF NOT FOUND THEN
-            RETURN NULL;
+            RETURN NULL;  -- another transaction created it meanwhile
         END IF;
     END IF;
     IF cr.lease_id IS NOT NULL THEN
