@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/procfs"
 	"github.com/queen-serverless/queen/internal/storecount"
 )
 
@@ -152,51 +149,31 @@ func (r *runner) deliveryLatency(ctx context.Context, cs *storecount.Counting, s
 }
 
 // dbCPU is the CPU time, in seconds, the database server's processes have
-// used (the postmaster's children: backends, WAL writer, checkpointer…),
-// or -1 when they cannot be read (a server on another machine).
+// used (the postmaster and its children: backends, WAL writer,
+// checkpointer…), or -1 when they cannot be read (a server on another
+// machine).
 func dbCPU(ctx context.Context, r *runner) float64 {
 	var pid int
 	if err := r.pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		return -1
 	}
-	parent, _, ok := procStat(pid)
+	backend, ok := procfs.Read(pid)
 	if !ok {
 		return -1
 	}
-	entries, err := os.ReadDir("/proc")
+	postmaster, ok := procfs.Read(backend.PPID)
+	if !ok {
+		return -1
+	}
+	kids, err := procfs.Children(backend.PPID)
 	if err != nil {
 		return -1
 	}
-	var ticks int64
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pp, t, ok := procStat(p); ok && (pp == parent || p == parent) {
-			ticks += t
+	ticks := postmaster.Ticks
+	for _, k := range kids {
+		if st, ok := procfs.Read(k); ok {
+			ticks += st.Ticks
 		}
 	}
 	return float64(ticks) / 100 // USER_HZ
-}
-
-// procStat reads a process's parent and its user+system CPU ticks.
-func procStat(pid int) (ppid int, ticks int64, ok bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command may hold spaces
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
-	if len(f) < 13 {
-		return 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return ppid, utime + stime, true
 }

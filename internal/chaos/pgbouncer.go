@@ -117,7 +117,7 @@ func (b *pgBouncer) URL() string {
 func (b *pgBouncer) start(ctx context.Context) error {
 	cmd := exec.Command(b.bin, filepath.Join(b.dir, "pgbouncer.ini"))
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childAttrs(b.cred)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start pgbouncer: %w", err)
 	}

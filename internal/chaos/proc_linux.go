@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/queen-serverless/queen/internal/procfs"
 )
 
 // prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
@@ -26,24 +27,8 @@ func becomeSubreaper() error {
 	return nil
 }
 
-// children returns the processes whose parent is ppid.
-func children(ppid int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := procStat(pid); ok && st.ppid == ppid && st.state != 'Z' {
-			out = append(out, pid)
-		}
-	}
-	return out, nil
-}
+// children returns the live processes whose parent is ppid.
+func children(ppid int) ([]int, error) { return procfs.Children(ppid) }
 
 // processesIn returns the live processes whose working directory is dir:
 // a PostgreSQL server's processes all run in its data directory.
@@ -65,35 +50,6 @@ func processesIn(dir string) ([]int, error) {
 	return out, nil
 }
 
-type procStatus struct {
-	state byte
-	ppid  int
-}
-
-// procStat reads a process's state and parent from /proc/<pid>/stat; ok is
-// false when the process does not exist.
-func procStat(pid int) (procStatus, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStatus{}, false
-	}
-	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStatus{}, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 || len(f[0]) != 1 {
-		return procStatus{}, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return procStatus{}, false
-	}
-	return procStatus{state: f[0][0], ppid: ppid}, true
-}
-
 // exited reports whether process pid has ended, reaping it when it is this
 // process's child (or orphan, as a subreaper).
 func exited(pid int) bool {
@@ -107,8 +63,8 @@ func exited(pid int) bool {
 	case !errors.Is(err, syscall.ECHILD):
 		return false
 	}
-	st, ok := procStat(pid)
-	return !ok || st.state == 'Z'
+	st, ok := procfs.Read(pid)
+	return !ok || st.State == 'Z'
 }
 
 // signal sends sig to pid; a process that is already gone is not an error.
@@ -117,4 +73,9 @@ func signal(pid int, sig syscall.Signal) error {
 		return fmt.Errorf("kill -%d %d: %w", sig, pid, err)
 	}
 	return nil
+}
+
+// childAttrs runs a child as cred, killed when this process dies.
+func childAttrs(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 }
