@@ -4,14 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +14,7 @@ import (
 
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgbouncer"
 	"github.com/queen-serverless/queen/internal/pgtest"
 )
 
@@ -28,82 +23,25 @@ import (
 // so client connections must share them. It returns the URL to connect to.
 func startPgBouncer(t *testing.T, dbURL string) string {
 	t.Helper()
-	bin, err := exec.LookPath("pgbouncer")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/pgbouncer"); serr != nil {
-			t.Skip("pgbouncer is not installed (Debian: apt-get install pgbouncer; .ci/run installs it)")
-		}
-		bin = "/usr/sbin/pgbouncer"
+	if _, err := pgbouncer.Find(); err != nil {
+		t.Skip(err)
 	}
-	cc, err := pgx.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "queen-pgbouncer-")
+	dir, err := os.MkdirTemp("", "queen-pgbouncer-") // not t.TempDir: its parents are closed to the postgres user
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	b, err := pgbouncer.New(dir, dbURL, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-
-	ini := fmt.Sprintf(`[databases]
-queen = host=%s port=%d dbname=%s user=%s
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-default_pool_size = 2
-max_client_conn = 100
-server_reset_query =
-logfile = %s
-pidfile = %s
-`, cc.Host, cc.Port, cc.Database, cc.User, port,
-		filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
-	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": fmt.Sprintf("%q \"\"\n", cc.User)} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
-	if os.Geteuid() == 0 { // pgbouncer refuses to run as root
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root needs a postgres user for pgbouncer: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Pdeathsig: syscall.SIGKILL}
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start pgbouncer: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
-			t.Fatalf("pgbouncer did not start: %v\n%s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/queen?sslmode=disable", cc.User, port)
+	t.Cleanup(func() { _ = b.Kill() })
+	return b.URL()
 }
 
 // The store runs unchanged behind a transaction-pooling proxy: migrations,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/queen-serverless/queen/internal/pgbouncer"
 )
 
 // faultKind is one kind of fault.
@@ -36,7 +38,7 @@ func (f *fault) recovery() time.Duration {
 // injector applies faults to the database and the pooler.
 type injector struct {
 	db      *database
-	bouncer *pgBouncer
+	bouncer *pgbouncer.Bouncer
 }
 
 // inject applies f; hold is how long the database or the pooler stays
@@ -48,9 +50,9 @@ func (in *injector) inject(ctx context.Context, f *fault, hold time.Duration) {
 		pid, err := in.db.killPostmaster(ctx, hold)
 		f.detail, f.err = fmt.Sprintf("postmaster %d killed, down %v, restarted", pid, hold.Round(time.Millisecond)), err
 	case restartPgBouncer:
-		if f.err = in.bouncer.kill(); f.err == nil {
+		if f.err = in.bouncer.Kill(); f.err == nil {
 			pause(ctx, hold)
-			f.err = in.bouncer.start(ctx)
+			f.err = in.bouncer.Start(ctx)
 		}
 		f.detail = fmt.Sprintf("pgbouncer killed, down %v, started again", hold.Round(time.Millisecond))
 	case stallDatabase:

@@ -5,8 +5,6 @@ package chaos
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"syscall"
 
 	"github.com/queen-serverless/queen/internal/procfs"
@@ -30,25 +28,9 @@ func becomeSubreaper() error {
 // children returns the live processes whose parent is ppid.
 func children(ppid int) ([]int, error) { return procfs.Children(ppid) }
 
-// processesIn returns the live processes whose working directory is dir:
-// a PostgreSQL server's processes all run in its data directory.
-func processesIn(dir string) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && cwd == dir {
-			out = append(out, pid)
-		}
-	}
-	return out, nil
-}
+// processesIn returns the processes whose working directory is dir: a
+// PostgreSQL server's processes all run in its data directory.
+func processesIn(dir string) ([]int, error) { return procfs.InDir(dir) }
 
 // exited reports whether process pid has ended, reaping it when it is this
 // process's child (or orphan, as a subreaper).
@@ -73,9 +55,4 @@ func signal(pid int, sig syscall.Signal) error {
 		return fmt.Errorf("kill -%d %d: %w", sig, pid, err)
 	}
 	return nil
-}
-
-// childAttrs runs a child as cred, killed when this process dies.
-func childAttrs(cred *syscall.Credential) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 }

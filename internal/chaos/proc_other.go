@@ -14,7 +14,3 @@ func children(int) ([]int, error)       { return nil, errLinuxOnly }
 func exited(int) bool                   { return true }
 func signal(int, syscall.Signal) error  { return errLinuxOnly }
 func processesIn(string) ([]int, error) { return nil, errLinuxOnly }
-
-func childAttrs(cred *syscall.Credential) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Credential: cred}
-}

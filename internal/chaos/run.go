@@ -13,8 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/queen-serverless/queen/internal/pgbouncer"
 	"github.com/queen-serverless/queen/internal/pgcluster"
 )
+
+// ErrNoPgBouncer means pgbouncer is not installed.
+var ErrNoPgBouncer = pgbouncer.ErrNotInstalled
 
 // Run starts a durable PostgreSQL cluster, PgBouncer in transaction mode in
 // front of it and `queen serve` (cfg.Serve) on PgBouncer; runs producers and
@@ -33,7 +37,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(out, "chaos: %5.1fs  "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
 	}
-	if _, err := findPgBouncer(); err != nil {
+	if _, err := pgbouncer.Find(); err != nil {
 		return nil, err
 	}
 	if err := becomeSubreaper(); err != nil {
@@ -67,7 +71,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep, err := env.run(ctx)
 	if err != nil || !rep.OK() {
 		if log, rerr := os.ReadFile(env.serveLog); rerr == nil {
-			fmt.Fprintf(out, "queen serve's log (end):\n%s\n", tail(string(log), 4000))
+			fmt.Fprintf(out, "queen serve's log (end):\n%s\n", pgbouncer.Tail(string(log), 4000))
 		}
 	}
 	if err != nil {
@@ -83,7 +87,7 @@ type env struct {
 	logf      func(string, ...any)
 	cluster   *pgcluster.Cluster
 	db        *database
-	bouncer   *pgBouncer
+	bouncer   *pgbouncer.Bouncer
 	client    *client
 	serveLog  string
 	stopServe func()
@@ -103,13 +107,13 @@ func setUp(ctx context.Context, cfg Config, dir string, logf func(string, ...any
 	if err := os.Mkdir(bdir, 0o755); err != nil {
 		return e, err
 	}
-	if e.bouncer, err = newPgBouncer(bdir, cluster.URL("queen")); err != nil {
+	if e.bouncer, err = pgbouncer.New(bdir, cluster.URL("queen"), 10); err != nil {
 		return e, err
 	}
-	if err := e.bouncer.start(ctx); err != nil {
+	if err := e.bouncer.Start(ctx); err != nil {
 		return e, err
 	}
-	port, err := freePort()
+	port, err := pgbouncer.FreePort()
 	if err != nil {
 		return e, err
 	}
@@ -143,7 +147,7 @@ func setUp(ctx context.Context, cfg Config, dir string, logf func(string, ...any
 	e.client = newClient(base, cfg.RequestTimeout)
 	if err := waitHealthy(ctx, base, done, &serveErr); err != nil {
 		log, _ := os.ReadFile(e.serveLog)
-		return e, fmt.Errorf("%w\n%s", err, tail(string(log), 4000))
+		return e, fmt.Errorf("%w\n%s", err, pgbouncer.Tail(string(log), 4000))
 	}
 	logf("PostgreSQL (durable) in %s on port %d; PgBouncer (transaction mode) on %s; queen serve on %s",
 		cluster.DataDir(), cluster.Port(), e.bouncer.URL(), base)
@@ -156,7 +160,7 @@ func (e *env) tearDown() {
 		e.stopServe()
 	}
 	if e.bouncer != nil {
-		_ = e.bouncer.kill()
+		_ = e.bouncer.Kill()
 	}
 	if e.cluster != nil {
 		pid, err := e.cluster.PostmasterPID()

@@ -44,17 +44,30 @@ func Read(pid int) (Stat, bool) {
 
 // Children returns the live (not zombie) processes whose parent is ppid.
 func Children(ppid int) ([]int, error) {
+	return find(func(pid int) bool {
+		st, ok := Read(pid)
+		return ok && st.PPID == ppid && st.State != 'Z'
+	})
+}
+
+// InDir returns the processes whose working directory is dir (a
+// PostgreSQL server's processes all run in its data directory).
+func InDir(dir string) ([]int, error) {
+	return find(func(pid int) bool {
+		cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+		return err == nil && cwd == dir
+	})
+}
+
+// find returns the processes for which match holds.
+func find(match func(pid int) bool) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
 	var out []int
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := Read(pid); ok && st.PPID == ppid && st.State != 'Z' {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && match(pid) {
 			out = append(out, pid)
 		}
 	}

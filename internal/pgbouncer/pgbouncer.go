@@ -1,4 +1,7 @@
-package chaos
+// Package pgbouncer runs PgBouncer in transaction mode in front of a
+// PostgreSQL database: the local stand-in for RDS Proxy, for the pooler
+// test and the chaos harness.
+package pgbouncer
 
 import (
 	"context"
@@ -16,18 +19,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrNoPgBouncer means pgbouncer is not installed.
-var ErrNoPgBouncer = errors.New("pgbouncer is not installed (Debian: apt-get install pgbouncer; .ci/run installs it)")
+// ErrNotInstalled means pgbouncer is not installed.
+var ErrNotInstalled = errors.New("pgbouncer is not installed (Debian: apt-get install pgbouncer; .ci/run installs it)")
 
-// pgBouncerSettings are the pooler's settings beyond the connection: the
-// local stand-in for RDS Proxy, in transaction mode. server_login_retry
+// settings are the pooler's settings beyond the connection and the pool
+// size: the local stand-in for RDS Proxy, in transaction mode. server_login_retry
 // (default 15 s) is how long PgBouncer waits after a failed login to the
 // server before it tries again; RDS Proxy keeps trying, so 1 s here.
 // query_wait_timeout makes a query that waits for a server connection
 // longer than that fail (the engine must answer 503), as RDS Proxy's
 // connection borrow timeout does.
-const pgBouncerSettings = `pool_mode = transaction
-default_pool_size = 10
+const settings = `pool_mode = transaction
 max_client_conn = 200
 server_reset_query =
 server_login_retry = 1
@@ -35,9 +37,9 @@ server_connect_timeout = 5
 query_wait_timeout = 10
 `
 
-// pgBouncer is one PgBouncer process in front of the cluster, restartable
+// Bouncer is one PgBouncer process in front of a database, restartable
 // on the same port.
-type pgBouncer struct {
+type Bouncer struct {
 	bin  string
 	dir  string
 	port int
@@ -47,8 +49,8 @@ type pgBouncer struct {
 	exit chan struct{} // closed when cmd has been waited for
 }
 
-// findPgBouncer returns the pgbouncer binary, or ErrNoPgBouncer.
-func findPgBouncer() (string, error) {
+// Find returns the pgbouncer binary, or ErrNotInstalled.
+func Find() (string, error) {
 	if bin, err := exec.LookPath("pgbouncer"); err == nil {
 		return bin, nil
 	}
@@ -57,13 +59,15 @@ func findPgBouncer() (string, error) {
 			return p, nil
 		}
 	}
-	return "", ErrNoPgBouncer
+	return "", ErrNotInstalled
 }
 
-// newPgBouncer writes the configuration for a PgBouncer in front of dbURL
-// (exposed as database "queen") in dir, on a free port. It does not start it.
-func newPgBouncer(dir, dbURL string) (*pgBouncer, error) {
-	bin, err := findPgBouncer()
+// New writes the configuration for a PgBouncer in front of dbURL (exposed
+// as database "queen") in dir, on a free port, with poolSize server
+// connections. It does not start it. Run as root, it runs as the postgres
+// user, which must be able to reach dir.
+func New(dir, dbURL string, poolSize int) (*Bouncer, error) {
+	bin, err := Find()
 	if err != nil {
 		return nil, err
 	}
@@ -71,11 +75,11 @@ func newPgBouncer(dir, dbURL string) (*pgBouncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	b := &pgBouncer{bin: bin, dir: dir, port: port, user: cc.User}
+	b := &Bouncer{bin: bin, dir: dir, port: port, user: cc.User}
 	ini := fmt.Sprintf(`[databases]
 queen = host=%s port=%d dbname=%s user=%s
 
@@ -86,8 +90,9 @@ unix_socket_dir =
 auth_type = trust
 auth_file = %s
 logfile = %s
+default_pool_size = %d
 %s`, cc.Host, cc.Port, cc.Database, cc.User, port,
-		filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"), pgBouncerSettings)
+		filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"), poolSize, settings)
 	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": fmt.Sprintf("%q \"\"\n", cc.User)} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			return nil, err
@@ -109,12 +114,12 @@ logfile = %s
 }
 
 // URL is the connection URL of database "queen" through the pooler.
-func (b *pgBouncer) URL() string {
+func (b *Bouncer) URL() string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/queen?sslmode=disable", b.user, b.port)
 }
 
-// start runs pgbouncer and returns once it accepts connections.
-func (b *pgBouncer) start(ctx context.Context) error {
+// Start runs pgbouncer and returns once it accepts connections.
+func (b *Bouncer) Start(ctx context.Context) error {
 	cmd := exec.Command(b.bin, filepath.Join(b.dir, "pgbouncer.ini"))
 	cmd.Dir = "/"
 	cmd.SysProcAttr = childAttrs(b.cred)
@@ -135,7 +140,7 @@ func (b *pgBouncer) start(ctx context.Context) error {
 		select {
 		case <-exit:
 			log, _ := os.ReadFile(filepath.Join(b.dir, "pgbouncer.log"))
-			return fmt.Errorf("pgbouncer exited at start: %s", tail(string(log), 2000))
+			return fmt.Errorf("pgbouncer exited at start: %s", Tail(string(log), 2000))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
@@ -146,9 +151,9 @@ func (b *pgBouncer) start(ctx context.Context) error {
 	}
 }
 
-// kill ends pgbouncer with SIGKILL (every client and server connection
+// Kill ends pgbouncer with SIGKILL (every client and server connection
 // drops at once) and waits for it to be gone.
-func (b *pgBouncer) kill() error {
+func (b *Bouncer) Kill() error {
 	if b.cmd == nil {
 		return nil
 	}
@@ -160,8 +165,8 @@ func (b *pgBouncer) kill() error {
 	return nil
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pick a free port: %w", err)
@@ -170,8 +175,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// tail returns the last n bytes of s.
-func tail(s string, n int) string {
+// Tail returns the last n bytes of s.
+func Tail(s string, n int) string {
 	if len(s) > n {
 		return "…" + s[len(s)-n:]
 	}
