@@ -32,8 +32,10 @@ func TestFunctions(t *testing.T) {
 	rie := filepath.Join(dir, "aws-lambda-rie")
 
 	t.Run("size", func(t *testing.T) { checkSizes(t, dir) })
-	t.Run("coldinit", func(t *testing.T) { measureColdInit(t, dir, rie) })
-	t.Run("durations", func(t *testing.T) { measureDurations(t, dir, rie) })
+	if !testing.Short() { // measurements, not behaviour: the full lane
+		t.Run("coldinit", func(t *testing.T) { measureColdInit(t, dir, rie) })
+		t.Run("durations", func(t *testing.T) { measureDurations(t, dir, rie) })
+	}
 
 	run := func(name string, test func(t *testing.T, start func(env ...string) *emulator)) {
 		t.Run(name, func(t *testing.T) {
