@@ -33,28 +33,29 @@ func ackArgs(acks []queen.Ack) []ackArg {
 	return out
 }
 
-// optionsArg is the partial option set queen.configure reads (nil keeps
-// the current value): the log's own options, after queen's Normalize has
-// mapped Queen's aliases onto them.
-type optionsArg struct {
-	LeaseTime                 *int   `json:"leaseTime,omitempty"`
-	RetryLimit                *int   `json:"retryLimit,omitempty"`
-	RetryDelay                *int   `json:"retryDelay,omitempty"`
-	DedupWindowSeconds        *int   `json:"dedupWindowSeconds,omitempty"`
-	DelayedProcessing         *int   `json:"delayedProcessing,omitempty"`
-	WindowBuffer              *int   `json:"windowBuffer,omitempty"`
-	MaxSize                   *int64 `json:"maxSize,omitempty"`
-	RetentionSeconds          *int   `json:"retentionSeconds,omitempty"`
-	CompletedRetentionSeconds *int   `json:"completedRetentionSeconds,omitempty"`
-	EncryptionEnabled         *bool  `json:"encryptionEnabled,omitempty"`
-	Priority                  *int   `json:"priority,omitempty"`
-}
-
-func optionsArgOf(o queen.QueueOptions) optionsArg {
-	return optionsArg{LeaseTime: o.LeaseTime, RetryLimit: o.RetryLimit, RetryDelay: o.RetryDelay,
-		DedupWindowSeconds: o.DedupWindowSeconds, DelayedProcessing: o.DelayedProcessing, WindowBuffer: o.WindowBuffer,
-		MaxSize: o.MaxSize, RetentionSeconds: o.RetentionSeconds, CompletedRetentionSeconds: o.CompletedRetentionSeconds,
-		EncryptionEnabled: o.EncryptionEnabled, Priority: o.Priority}
+// optionsArgOf is the partial option set queen.configure reads, keyed as
+// it reads them: an option absent from it keeps its current value. The
+// options are the log's own, after queen's Normalize has mapped Queen's
+// aliases onto them.
+func optionsArgOf(o queen.QueueOptions) map[string]any {
+	arg := map[string]any{}
+	put := func(key string, set bool, v any) {
+		if set {
+			arg[key] = v
+		}
+	}
+	put("leaseTime", o.LeaseTime != nil, o.LeaseTime)
+	put("retryLimit", o.RetryLimit != nil, o.RetryLimit)
+	put("retryDelay", o.RetryDelay != nil, o.RetryDelay)
+	put("dedupWindowSeconds", o.DedupWindowSeconds != nil, o.DedupWindowSeconds)
+	put("delayedProcessing", o.DelayedProcessing != nil, o.DelayedProcessing)
+	put("windowBuffer", o.WindowBuffer != nil, o.WindowBuffer)
+	put("maxSize", o.MaxSize != nil, o.MaxSize)
+	put("retentionSeconds", o.RetentionSeconds != nil, o.RetentionSeconds)
+	put("completedRetentionSeconds", o.CompletedRetentionSeconds != nil, o.CompletedRetentionSeconds)
+	put("encryptionEnabled", o.EncryptionEnabled != nil, o.EncryptionEnabled)
+	put("priority", o.Priority != nil, o.Priority)
+	return arg
 }
 
 // seekArg is the target queen.seek reads: exactly one of its fields.

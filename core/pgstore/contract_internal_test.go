@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queen-serverless/queen/core/queen"
 )
 
 // Every reply of every routine in pgstore's tests is checked against the
@@ -133,7 +135,17 @@ func routineKeys(t *testing.T) map[string][]string {
 	return out
 }
 
+// tagsOf returns the JSON keys a Go value writes: a struct type's tags, or
+// a map's keys.
 func tagsOf(v any) []string {
+	if m, ok := v.(map[string]any); ok {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return keys
+	}
 	fields, optional := map[string]reflect.StructField{}, map[string]bool{}
 	jsonFields(reflect.TypeOf(v), fields, optional)
 	var out []string
@@ -142,6 +154,18 @@ func tagsOf(v any) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// everyOption is a QueueOptions with every option set.
+func everyOption() queen.QueueOptions {
+	var o queen.QueueOptions
+	v := reflect.ValueOf(&o).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Pointer {
+			f.Set(reflect.New(f.Type().Elem()))
+		}
+	}
+	return o
 }
 
 // The keys each routine reads from its JSON argument are exactly the keys
@@ -156,7 +180,7 @@ func TestRoutinesReadTheKeysGoWrites(t *testing.T) {
 		{[]string{"pop"}, popArg{}, nil},
 		{[]string{"_push_pairs", "_push_plan"}, pushArg{}, []string{"snapshot"}},
 		{[]string{"_ack_resolve"}, ackArg{}, nil},
-		{[]string{"configure"}, optionsArg{}, nil},
+		{[]string{"configure"}, optionsArgOf(everyOption()), nil},
 		{[]string{"seek_v2"}, seekArg{}, nil},
 	} {
 		want := append(tagsOf(c.goType), c.extra...)
