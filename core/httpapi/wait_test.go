@@ -27,7 +27,7 @@ func TestLongPollsShareOneProbe(t *testing.T) {
 	done := make(chan reply, waiters)
 	for i := range waiters {
 		go func() {
-			done <- s.do("GET", fmt.Sprintf("/api/v1/pop/queue/idle-%d?wait=true&timeout=6000", i), nil)
+			done <- s.do("GET", fmt.Sprintf("/api/v1/pop/queue/idle-%d?wait=true&timeout=4500", i), nil)
 		}()
 	}
 	for range waiters { // every consumer waits: its first pop found nothing
