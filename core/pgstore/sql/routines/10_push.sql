@@ -12,15 +12,18 @@
 -- a dead-letter snapshot re-pushed as it was), and the distinct queues.
 CREATE OR REPLACE FUNCTION queen._push_pairs(p_items json, OUT qn text[], OUT pn text[], OUT plain boolean[],
                                               OUT queues text[])
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
     SELECT array_agg(u.qn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
            array_agg(u.pn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
            array_agg(u.plain ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
            array_agg(DISTINCT u.qn COLLATE "C" ORDER BY u.qn COLLATE "C")
+    INTO qn, pn, plain, queues
     FROM (SELECT i->>'queue' AS qn, i->>'partition' AS pn,
                  bool_or(i->>'keyId' IS NULL AND i->>'snapshot' IS NULL) AS plain
-          FROM json_array_elements(p_items) i GROUP BY 1, 2) u
-$$;
+          FROM json_array_elements(p_items) i GROUP BY 1, 2) u;
+END
+$fn$;
 
 -- _push_partitions looks the pairs' partitions up, creating what is missing
 -- (queues too), and says whether any of their queues is capped (maxSize)
