@@ -11,28 +11,43 @@ import (
 	"github.com/queen-serverless/queen/internal/storecount"
 )
 
-// SPEC §3.4 and issue 13: idle long-polls cost at most about one cheap
-// probe per waiter per second, however many wait, and a push made
-// elsewhere (another process: here the store itself, not this API)
-// reaches a waiting consumer within 1 s.
-func TestLongPollsShareOneProbe(t *testing.T) {
-	t.Parallel()
+// newCountingServer is a server whose store counts the pops and probes of
+// its long-polls.
+func newCountingServer(t *testing.T) (*server, *storecount.Counting) {
 	cs := &storecount.Counting{Empty: make(chan string, 1000)}
 	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.MaxWait = 20 * time.Second
 		cs.Store = *st
 		*st = cs
 	})
-	const waiters = 20
-	done := make(chan reply, waiters)
-	for i := range waiters {
-		go func() {
-			done <- s.do("GET", fmt.Sprintf("/api/v1/pop/queue/idle-%d?wait=true&timeout=4500", i), nil)
-		}()
+	return s, cs
+}
+
+// startWaiters starts n long-polls (path(i) for the i-th) and returns once
+// each is waiting: its first pop found nothing. Their replies arrive on the
+// channel.
+func startWaiters(s *server, cs *storecount.Counting, n int, path func(i int) string) <-chan reply {
+	done := make(chan reply, n)
+	for i := range n {
+		go func() { done <- s.do("GET", path(i), nil) }()
 	}
-	for range waiters { // every consumer waits: its first pop found nothing
+	for range n {
 		<-cs.Empty
 	}
+	return done
+}
+
+// SPEC §3.4 and issue 13: idle long-polls cost at most about one cheap
+// probe per waiter per second, however many wait, and a push made
+// elsewhere (another process: here the store itself, not this API)
+// reaches a waiting consumer within 1 s.
+func TestLongPollsShareOneProbe(t *testing.T) {
+	t.Parallel()
+	s, cs := newCountingServer(t)
+	const waiters = 20
+	done := startWaiters(s, cs, waiters, func(i int) string {
+		return fmt.Sprintf("/api/v1/pop/queue/idle-%d?wait=true&timeout=4500", i)
+	})
 	pops0, probes0, t0 := cs.Pops.Load(), cs.Probes.Load(), time.Now()
 	window := time.NewTimer(2 * time.Second)
 	select {
@@ -73,22 +88,11 @@ func TestLongPollsShareOneProbe(t *testing.T) {
 // message goes to one waiter, and waiters are woken one after another.
 func TestLongPollBurstReachesEveryWaiter(t *testing.T) {
 	t.Parallel()
-	cs := &storecount.Counting{Empty: make(chan string, 1000)}
-	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
-		cfg.MaxWait = 20 * time.Second
-		cs.Store = *st
-		*st = cs
-	})
+	s, cs := newCountingServer(t)
 	const waiters = 10
-	done := make(chan reply, waiters)
-	for range waiters {
-		go func() {
-			done <- s.do("GET", "/api/v1/pop/queue/burst?wait=true&timeout=10000&autoAck=true", nil)
-		}()
-	}
-	for range waiters {
-		<-cs.Empty
-	}
+	done := startWaiters(s, cs, waiters, func(int) string {
+		return "/api/v1/pop/queue/burst?wait=true&timeout=10000&autoAck=true"
+	})
 	items := make([]queen.PushItem, waiters)
 	for i := range items {
 		items[i] = queen.PushItem{Queue: "burst", Partition: fmt.Sprintf("p%d", i), Payload: []byte(`1`)}

@@ -204,11 +204,9 @@ BEGIN
         ON CONFLICT DO NOTHING;
         RETURN;
     END IF;
-    PERFORM 1 FROM queen.ready_cursor WHERE queue_id = p_queue AND group_name = p_group
-    FOR NO KEY UPDATE SKIP LOCKED;
-    IF FOUND THEN
-        UPDATE queen.ready_cursor SET pos = p_pos WHERE queue_id = p_queue AND group_name = p_group;
-    END IF;
+    UPDATE queen.ready_cursor SET pos = p_pos
+    WHERE ctid = (SELECT ctid FROM queen.ready_cursor WHERE queue_id = p_queue AND group_name = p_group
+                  FOR NO KEY UPDATE SKIP LOCKED);
 END
 $fn$;
 
