@@ -11,11 +11,14 @@ package pgstore
 
 import (
 	"context"
+	"crypto/md5"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +42,7 @@ func query(name string) string {
 
 var (
 	sqlPush        = query("push")
+	sqlPushOne     = query("push_partition")
 	sqlPop         = query("pop")
 	sqlAck         = query("ack")
 	sqlTransact    = query("transact")
@@ -165,30 +169,50 @@ func (s *Store) now() *time.Time {
 // call runs one statement returning one value and decodes it into out
 // (JSON when out is not a scalar). It retries deadlocks.
 func (s *Store) call(ctx context.Context, op, sql string, out any, args ...any) error {
-	var err error
-	for attempt := 0; ; attempt++ {
+	return s.retry(ctx, op, func() error {
 		var raw []byte
 		switch o := out.(type) {
 		case *int64:
-			err = s.db.QueryRow(ctx, sql, args...).Scan(o)
+			return s.db.QueryRow(ctx, sql, args...).Scan(o)
 		default:
-			err = s.db.QueryRow(ctx, sql, args...).Scan(&raw)
-			if err == nil && o != nil {
-				if raw == nil {
-					return interpretError(op, pgx.ErrNoRows)
-				}
-				if jerr := json.Unmarshal(raw, o); jerr != nil {
-					return fmt.Errorf("%s: decode result: %w", op, jerr)
-				}
-				if contractCheck != nil {
-					if cerr := contractCheck(raw, o); cerr != nil {
-						return fmt.Errorf("%s: reply does not match its Go type: %w", op, cerr)
-					}
+			if err := s.db.QueryRow(ctx, sql, args...).Scan(&raw); err != nil || o == nil {
+				return err
+			}
+			if raw == nil {
+				return pgx.ErrNoRows
+			}
+			if jerr := json.Unmarshal(raw, o); jerr != nil {
+				return &decodeError{fmt.Errorf("%s: decode result: %w", op, jerr)}
+			}
+			if contractCheck != nil {
+				if cerr := contractCheck(raw, o); cerr != nil {
+					return &decodeError{fmt.Errorf("%s: reply does not match its Go type: %w", op, cerr)}
 				}
 			}
+			return nil
 		}
+	})
+}
+
+// decodeError is a reply that came back but does not decode: returned as
+// it is, never retried.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+// retry runs one statement (do), sending it again after a deadlock, a
+// serialization failure or an error that says it was never sent, and
+// translates what is left into domain errors.
+func (s *Store) retry(ctx context.Context, op string, do func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := do()
 		if err == nil {
 			return nil
+		}
+		var de *decodeError
+		if errors.As(err, &de) {
+			return de.err
 		}
 		if attempt < s.cfg.DeadlockRetries && (isRetryable(err) || pgconn.SafeToRetry(err)) && ctx.Err() == nil {
 			s.cfg.Logger.WarnContext(ctx, "retrying after transient error", "op", op, "attempt", attempt+1, "err", err)
@@ -291,6 +315,10 @@ func (s *Store) Push(ctx context.Context, items []queen.PushItem) ([]queen.PushR
 	}
 	var out []queen.PushResult
 	err = s.sealedCall(ctx, items, func(args []pushArg) error {
+		if onePartition(args) {
+			out, err = s.pushPartition(ctx, args)
+			return err
+		}
 		arg, err := jsonArg(args)
 		if err != nil {
 			return err
@@ -301,6 +329,86 @@ func (s *Store) Push(ctx context.Context, items []queen.PushItem) ([]queen.PushR
 		return nil, err
 	}
 	return out, nil
+}
+
+// onePartition reports whether every item goes to the same partition
+// (then push_partition takes them, as arrays).
+func onePartition(args []pushArg) bool {
+	for _, a := range args[1:] {
+		if a.Queue != args[0].Queue || a.Partition != args[0].Partition {
+			return false
+		}
+	}
+	return len(args) > 0
+}
+
+// pushPartition pushes items that all go to one partition through
+// push_partition: the fields go as arrays, the results come back as the
+// partition, the push's time and per item whether it was stored and its
+// offset, and are rendered here.
+func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.PushResult, error) {
+	txids, payloads, traces := make([]string, len(args)), make([]string, len(args)), []*string(nil)
+	var sub, key *string
+	for i, a := range args {
+		txids[i] = a.TransactionID
+		if a.KeyID != "" { // sealed: a JSON string of the base64 text, stored as the text
+			if err := json.Unmarshal(a.Payload, &payloads[i]); err != nil {
+				return nil, fmt.Errorf("push: sealed payload: %w", err)
+			}
+			key = &args[i].KeyID
+		} else {
+			b, err := json.Marshal(a.Payload) // compact, as the JSON routine stores it
+			if err != nil {
+				return nil, err
+			}
+			payloads[i] = string(b)
+		}
+		if a.TraceID != "" {
+			if traces == nil {
+				traces = make([]*string, len(args))
+			}
+			traces[i] = &args[i].TraceID
+		}
+		if a.ProducerSub != "" {
+			sub = &args[i].ProducerSub
+		}
+	}
+	var (
+		pid     string
+		created time.Time
+		fresh   []bool
+		offsets []int64
+	)
+	err := s.retry(ctx, "push", func() error {
+		return s.db.QueryRow(ctx, sqlPushOne, args[0].Queue, args[0].Partition, txids, payloads, traces, sub, key,
+			s.now()).Scan(&pid, &created, &fresh, &offsets)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(fresh) != len(args) || len(offsets) != len(args) {
+		return nil, fmt.Errorf("push: %d results for %d items", len(fresh), len(args))
+	}
+	out := make([]queen.PushResult, len(args))
+	for i, a := range args {
+		status := queen.StatusQueued
+		if !fresh[i] {
+			status = queen.StatusDuplicate
+		}
+		out[i] = queen.PushResult{Index: i, TransactionID: a.TransactionID, Status: status, Offset: offsets[i],
+			MessageID: MessageID(pid, offsets[i]), PartitionID: pid, Queue: a.Queue, Partition: a.Partition,
+			TraceID: a.TraceID, CreatedAt: created.UTC()}
+	}
+	return out, nil
+}
+
+// MessageID is the id of the message at offset off of partition pid,
+// derived from its address as queen.message_id derives it in SQL (a test
+// holds the two together): the MD5 of "pid:offset" as a UUID.
+func MessageID(pid string, off int64) string {
+	sum := md5.Sum([]byte(pid + ":" + strconv.FormatInt(off, 10)))
+	h := hex.EncodeToString(sum[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 type popArg struct {

@@ -95,13 +95,16 @@ BEGIN
         JOIN queen.partitions p ON p.queue_id = x.id AND p.name = it.pname AND p.id = ANY (p_pids)
     ),
     k AS MATERIALIZED (  -- materialized: one dedup probe per item
-        SELECT j.*, dk.msg_offset AS seen_offset,
-               (dk.msg_offset IS NULL AND (j.dedup_window = 0 OR j.idx = j.first_idx)) AS fresh
+        SELECT j.*, dk.seen AS seen_offset,
+               (dk.seen IS NULL AND (j.dedup_window = 0 OR j.idx = j.first_idx)) AS fresh
         FROM j
-        LEFT JOIN LATERAL (
-            SELECT d.msg_offset FROM queen.dedup d
-            WHERE d.transaction_id = j.txid AND d.partition_id = j.pid
-              AND d.created_at > j.ts - make_interval(secs => j.dedup_window)) dk ON j.dedup_window > 0
+        -- a subquery per key, never a join: a generic plan made while the
+        -- table was small would scan it for good
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN j.dedup_window > 0 THEN
+                (SELECT d.msg_offset FROM queen.dedup d
+                 WHERE d.transaction_id = j.txid AND d.partition_id = j.pid
+                   AND d.created_at > j.ts - make_interval(secs => j.dedup_window)) END AS seen) dk
     ),
     r AS (
         SELECT k.*, CASE WHEN k.fresh THEN
@@ -243,6 +246,145 @@ BEGIN
     END IF;
 
     RETURN v_res;
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- push_partition: the common push, every item to one partition, with its
+-- fields as arrays, so the database parses no JSON and renders no reply.
+-- Same rules, locks and writes as _push (which serves pushes that span
+-- partitions, transactions and dead-letter retries):
+--   p_payloads   the stored text of each payload: compact JSON, or the
+--                base64 text of a sealed one (then p_key_id names its key);
+--   p_trace_ids  NULL, or one per item (NULL elements allowed).
+-- It returns the partition, the push's time, and per item, in input order,
+-- whether it was stored (fresh) and the offset it is at (a duplicate: the
+-- offset its first copy is at). A message's id is queen.message_id of its
+-- partition and offset.
+
+-- _push_target looks up and locks the partition of a push_partition call,
+-- creating it (and its queue) when missing. Capped queues get their queue
+-- row held first, as in _push.
+CREATE OR REPLACE FUNCTION queen._push_target(p_queue text, p_partition text, p_plain boolean, p_now timestamptz,
+                                              OUT pid uuid, OUT qid bigint, OUT last bigint, OUT last_at timestamptz,
+                                              OUT dedup_window int, OUT max_size bigint)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_encrypted boolean;
+BEGIN
+    FOR n IN 1 .. 2 LOOP  -- look up; create what is missing, then look again
+        SELECT x.id, x.dedup_window, x.max_size, x.encryption_enabled
+        INTO qid, dedup_window, max_size, v_encrypted
+        FROM queen.queues x WHERE x.name = p_queue;
+        IF v_encrypted AND p_plain THEN
+            RAISE EXCEPTION 'queue % is encrypted: its payloads must be sealed', p_queue
+                USING ERRCODE = 'QNENC', DETAIL = p_queue;
+        END IF;
+        IF max_size > 0 THEN
+            PERFORM 1 FROM queen.queues x WHERE x.id = qid FOR NO KEY UPDATE;
+        END IF;
+        SELECT p.id, p.last_offset, p.last_pushed_at INTO pid, last, last_at
+        FROM queen.partitions p WHERE p.queue_id = qid AND p.name = p_partition
+        FOR NO KEY UPDATE;
+        EXIT WHEN FOUND;
+        PERFORM queen._push_partitions(ARRAY[p_queue], ARRAY[p_partition], ARRAY[p_plain], ARRAY[p_queue], p_now);
+    END LOOP;
+    IF pid IS NULL THEN
+        RAISE EXCEPTION 'push raced a queue deletion' USING ERRCODE = '40001';
+    END IF;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION queen.push_partition(p_queue text, p_partition text, p_txids text[], p_payloads text[],
+                                                p_trace_ids text[], p_producer_sub text, p_key_id text,
+                                                p_now timestamptz,
+                                                OUT partition_id uuid, OUT created_at timestamptz,
+                                                OUT fresh boolean[], OUT offsets bigint[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    t     record;  -- _push_target
+    v_n   int;
+BEGIN
+    IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'push' AND enabled) THEN
+        RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
+    END IF;
+    -- Shared against subscription creation and queue deletion (exclusive).
+    PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
+    SELECT * INTO t FROM queen._push_target(p_queue, p_partition, p_key_id IS NULL, p_now);
+    partition_id := t.pid;
+    -- Stamped under the partition lock: created_at is monotone per partition.
+    created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'));
+
+    -- Fresh items take the next offsets in input order; an item whose key
+    -- is live, or that repeats an earlier item, reports its first copy's.
+    SELECT array_agg(f.fresh ORDER BY f.o), array_agg(f.off ORDER BY f.o), count(*) FILTER (WHERE f.fresh)
+    INTO fresh, offsets, v_n
+    FROM (SELECT r.o, r.fresh, coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
+          FROM (SELECT k.o, k.first, k.seen, k.fresh,
+                       CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
+                FROM (SELECT v.o, v.first, v.seen, (t.dedup_window = 0 OR (v.o = v.first AND v.seen IS NULL)) AS fresh
+                      FROM (SELECT u.o, u.first,
+                                   -- a subquery per key, never a join: a generic plan made
+                                   -- while the table was small would scan it for good
+                                   CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
+                                       (SELECT d.msg_offset FROM queen.dedup d
+                                        WHERE d.transaction_id = u.txid AND d.partition_id = t.pid
+                                          AND d.created_at > push_partition.created_at
+                                                             - make_interval(secs => t.dedup_window)) END AS seen
+                            FROM (SELECT x.txid, x.o, min(x.o) OVER (PARTITION BY x.txid) AS first
+                                  FROM unnest(p_txids) WITH ORDINALITY AS x(txid, o)) u) v) k) r) f;
+
+    IF v_n > 0 THEN
+        PERFORM queen._push_partition_write(t.pid, t.qid, p_queue, t.last, t.dedup_window, created_at,
+                                            p_txids, p_payloads, p_trace_ids, p_producer_sub, p_key_id, fresh, offsets);
+    END IF;
+    IF t.max_size > 0 AND queen.queue_depth(t.qid) > t.max_size THEN
+        RAISE EXCEPTION 'queue % is full', p_queue USING ERRCODE = 'QN429';
+    END IF;
+END
+$fn$;
+
+-- _push_partition_write stores push_partition's fresh items: one segment,
+-- the partition's offset, their dedup keys, ready rows for subscribed groups.
+CREATE OR REPLACE FUNCTION queen._push_partition_write(p_pid uuid, p_qid bigint, p_queue text, p_last bigint,
+                                                       p_window int, p_ts timestamptz, p_txids text[],
+                                                       p_payloads text[], p_trace_ids text[], p_producer_sub text,
+                                                       p_key_id text, p_fresh boolean[], p_offsets bigint[])
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_all boolean := false <> ALL (p_fresh);
+    v_last bigint;
+BEGIN
+    IF v_all THEN  -- the usual case: store the arrays as they came
+        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub, key_id)
+        VALUES (p_pid, p_last + 1, p_ts, p_txids, p_payloads,
+                CASE WHEN cardinality(array_remove(p_trace_ids, NULL)) > 0 THEN p_trace_ids END,
+                p_producer_sub, p_key_id);
+        v_last := p_last + cardinality(p_txids);
+    ELSE
+        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub, key_id)
+        SELECT p_pid, p_last + 1, p_ts, array_agg(u.txid ORDER BY u.o), array_agg(u.payload ORDER BY u.o),
+               CASE WHEN bool_or(u.trace IS NOT NULL) THEN array_agg(u.trace ORDER BY u.o) END, p_producer_sub, p_key_id
+        FROM unnest(p_txids, p_payloads, p_trace_ids, p_fresh) WITH ORDINALITY AS u(txid, payload, trace, fresh, o)
+        WHERE u.fresh;
+        v_last := p_last + cardinality(array_remove(p_fresh, false));
+    END IF;
+    UPDATE queen.partitions SET last_offset = v_last, last_pushed_at = p_ts WHERE id = p_pid;
+    IF p_window > 0 THEN
+        INSERT INTO queen.dedup (partition_id, transaction_id, msg_offset, created_at)
+        SELECT p_pid, u.txid, u.off, p_ts
+        FROM unnest(p_txids, p_offsets, p_fresh) AS u(txid, off, fresh)
+        WHERE u.fresh
+        ORDER BY u.txid
+        ON CONFLICT (transaction_id, partition_id)
+            DO UPDATE SET msg_offset = EXCLUDED.msg_offset, created_at = EXCLUDED.created_at;
+    END IF;
+    -- An existing row is left alone, unlocked (as in _push_write).
+    INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+    SELECT p_qid, s.group_name, p_pid, nextval('queen.ready_order')
+    FROM queen.subscriptions s WHERE s.queue_name = p_queue
+    ORDER BY s.group_name
+    ON CONFLICT DO NOTHING;
 END
 $fn$;
 

@@ -1,0 +1,97 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
+)
+
+// A push whose items all go to one partition takes push_partition (arrays
+// in, offsets out, the reply rendered in Go); one that spans partitions
+// takes the JSON routine. A user must not be able to tell them apart: the
+// same items get the same statuses and offsets, and what a pop returns is
+// what the push said it stored, under the id the push reported.
+func TestOnePartitionPushAnswersAsAnyPush(t *testing.T) {
+	e := pgstoretest.New(t)
+	trace := "trace-3"
+	first := []queen.PushItem{
+		{Payload: payload(map[string]any{"n": 1, "html": "<b>"}), TransactionID: "t1"},
+		{Payload: payload([]int{2}), TransactionID: "t2"},
+		{Payload: payload("again"), TransactionID: "t1"}, // repeats item 0 of this request
+		{Payload: payload(3), TransactionID: "t3", TraceID: trace},
+	}
+	second := []queen.PushItem{
+		{Payload: payload(nil), TransactionID: "t2"}, // stored by the first push
+		{TransactionID: "t4"},                        // no payload: null
+		{Payload: payload(5), TransactionID: "t4"},
+	}
+	// The model's answers (invariant 4: a repeat reports its first copy's offset).
+	want := [][]struct {
+		status string
+		offset int64
+	}{
+		{{queen.StatusQueued, 0}, {queen.StatusQueued, 1}, {queen.StatusDuplicate, 0}, {queen.StatusQueued, 2}},
+		{{queen.StatusDuplicate, 1}, {queen.StatusQueued, 3}, {queen.StatusDuplicate, 3}},
+	}
+
+	push := func(queue string, items []queen.PushItem, spread bool) []queen.PushResult {
+		t.Helper()
+		batch := make([]queen.PushItem, 0, len(items)+1)
+		for _, it := range items {
+			it.Queue, it.Partition = queue, "a"
+			batch = append(batch, it)
+		}
+		if spread { // one more item elsewhere: the push spans two partitions
+			batch = append(batch, queen.PushItem{Queue: queue, Partition: "b", Payload: payload(0)})
+		}
+		res, err := e.Store.Push(ctx, batch)
+		if err != nil {
+			t.Fatalf("push to %s: %v", queue, err)
+		}
+		return res[:len(items)]
+	}
+
+	for round, items := range [][]queen.PushItem{first, second} {
+		one := push("one", items, false)
+		spread := push("spread", items, true)
+		for i := range items {
+			w := want[round][i]
+			for _, got := range []queen.PushResult{one[i], spread[i]} {
+				if got.Status != w.status || got.Offset != w.offset || got.Index != i ||
+					got.TransactionID != items[i].TransactionID || got.Partition != "a" {
+					t.Errorf("push %d item %d (%s): got %+v, want %s at offset %d", round, i, got.Queue, got, w.status, w.offset)
+				}
+			}
+			if one[i].TraceID != items[i].TraceID || !one[i].CreatedAt.Equal(one[0].CreatedAt) || one[i].CreatedAt.IsZero() {
+				t.Errorf("push %d item %d: trace %q, createdAt %v (first item %v)", round, i, one[i].TraceID, one[i].CreatedAt, one[0].CreatedAt)
+			}
+		}
+		if round == 0 {
+			// Keep the reported ids and payloads to check what a pop returns.
+			defer func(res []queen.PushResult) {
+				got := pop(t, e, queen.PopRequest{Queue: "one", Partition: "a", ConsumerGroup: "g", Batch: 10})
+				if len(got.Messages) != 4 {
+					t.Fatalf("popped %d messages, want 4 (t1, t2, t3, t4)", len(got.Messages))
+				}
+				wantData := []string{`{"html":"\u003cb\u003e","n":1}`, `[2]`, `3`, `null`}
+				for i, m := range got.Messages {
+					if m.Offset != int64(i) || string(m.Data) != wantData[i] {
+						t.Errorf("message %d: offset %d data %s, want %d %s", i, m.Offset, m.Data, i, wantData[i])
+					}
+				}
+				for i, r := range []queen.PushResult{res[0], res[1], res[3]} {
+					if m := got.Messages[i]; m.ID != r.MessageID || m.PartitionID != r.PartitionID {
+						t.Errorf("message %d popped as id %s in %s, the push said %s in %s", i, m.ID, m.PartitionID, r.MessageID, r.PartitionID)
+					}
+				}
+				if m := got.Messages[2]; m.TraceID == nil || *m.TraceID != trace {
+					t.Errorf("t3 popped with trace %v, want %q", m.TraceID, trace)
+				}
+				if m := got.Messages[1]; m.TraceID != nil {
+					t.Errorf("t2 popped with trace %q, pushed with none", *m.TraceID)
+				}
+			}(one)
+		}
+	}
+}
