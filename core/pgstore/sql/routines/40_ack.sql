@@ -147,8 +147,10 @@ BEGIN
             SELECT t.ord - 1 AS idx, (t.i->>'partitionId')::uuid AS pid, t.i->>'group' AS grp,
                    t.i->>'transactionId' AS txid, t.i->>'status' AS status,
                    (t.i->>'leaseId')::uuid AS lease, t.i->>'error' AS err,
-                   NOT EXISTS (SELECT 1 FROM queen.partitions p
-                               WHERE p.id = (t.i->>'partitionId')::uuid) AS part_missing,
+                   -- a subquery per item: as NOT EXISTS, a generic plan may hash
+                   -- every partition
+                   (SELECT p.id FROM queen.partitions p
+                    WHERE p.id = (t.i->>'partitionId')::uuid) IS NULL AS part_missing,
                    c.committed, c.delivered, c.cur_lease, c.expires
             FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
             -- The group's cursor; a subscribed group that has not read the
@@ -172,7 +174,7 @@ BEGIN
             SELECT DISTINCT pid, grp, committed, delivered FROM itm
             WHERE committed IS NOT NULL AND delivered > committed
         ),
-        win AS (
+        win AS MATERIALIZED (  -- each cursor's window read once, not once per item
             SELECT wu.pid, wu.grp, sg.base_offset + x.ord - 1 AS off, x.txid
             FROM units wu
             CROSS JOIN LATERAL (
