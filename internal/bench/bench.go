@@ -331,7 +331,7 @@ func (r *runner) rawSingle(ctx context.Context) error {
 }
 
 func (r *runner) rawMulti(ctx context.Context) error {
-	if _, err := r.pool.Exec(ctx, "TRUNCATE bench_raw"); err != nil {
+	if _, err := r.pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench_raw (partition_id int, payload jsonb, txid text); TRUNCATE bench_raw"); err != nil {
 		return err
 	}
 	const n = 100

@@ -358,7 +358,7 @@ BEGIN
         SELECT json_agg(json_build_object(
                    'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
                    'offset', x.off, 'consumerGroup', x.grp,
-                   'queue', xq.name, 'partition', p.name,
+                   'queue', un2.qname, 'partition', un2.pname,
                    'success', true,
                    'result', CASE
                        WHEN x.off IS NULL THEN 'already committed'
@@ -371,9 +371,11 @@ BEGIN
                    'leaseReleased', un2.released)
                ORDER BY x.idx)
         FROM unnest(p_items) x
-        JOIN unnest(p_units) un2 ON un2.pid = x.pid AND un2.grp = x.grp
-        JOIN queen.partitions p ON p.id = x.pid
-        JOIN queen.queues xq ON xq.id = p.queue_id));
+        JOIN (SELECT un.*, p.name AS pname, xq.name AS qname  -- names looked up once per unit
+              FROM unnest(p_units) un
+              JOIN queen.partitions p ON p.id = un.pid
+              JOIN queen.queues xq ON xq.id = p.queue_id
+              OFFSET 0) un2 ON un2.pid = x.pid AND un2.grp = x.grp));
 END
 $fn$;
 
