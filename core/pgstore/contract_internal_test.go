@@ -116,6 +116,7 @@ func routineKeys(t *testing.T) map[string][]string {
 	b := []byte(routinesSQL)
 	starts := regexp.MustCompile(`(?m)^CREATE OR REPLACE FUNCTION queen\.(\w+)\(`).FindAllStringSubmatchIndex(string(b), -1)
 	read := regexp.MustCompile(`\b(?:p_req|p_opts|p_target|t\.i|i)\s*->>?\s*'(\w+)'`)
+	recordset := regexp.MustCompile(`json_to_recordset\(\w+\) AS \(([^)]*)\)`)
 	out := map[string][]string{}
 	for n, m := range starts {
 		end := len(b)
@@ -127,6 +128,14 @@ func routineKeys(t *testing.T) map[string][]string {
 		for _, k := range read.FindAllStringSubmatch(string(b[m[0]:end]), -1) {
 			if !slices.Contains(keys, k[1]) {
 				keys = append(keys, k[1])
+			}
+		}
+		// json_to_recordset(...) AS (key type, "camelKey" type, ...)
+		for _, cols := range recordset.FindAllStringSubmatch(string(b[m[0]:end]), -1) {
+			for _, col := range strings.Split(cols[1], ",") {
+				if k := strings.Trim(strings.Fields(col)[0], `"`); !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
 			}
 		}
 		sort.Strings(keys)
@@ -178,7 +187,7 @@ func TestRoutinesReadTheKeysGoWrites(t *testing.T) {
 		extra    []string // keys only other routines write (dlq_retry's snapshot flag)
 	}{
 		{[]string{"pop"}, popArg{}, nil},
-		{[]string{"_push_pairs", "_push_plan"}, pushArg{}, []string{"snapshot"}},
+		{[]string{"_push_items"}, pushArg{}, []string{"snapshot"}},
 		{[]string{"_ack_resolve"}, ackArg{}, nil},
 		{[]string{"configure"}, optionsArgOf(everyOption()), nil},
 		{[]string{"seek_v2"}, seekArg{}, nil},

@@ -7,11 +7,33 @@
 -- statements: read the items, lock the queue names, look up the partitions,
 -- lock them, write.
 
+-- _push_items reads a push's items [{queue, partition, payload,
+-- transactionId, traceId, producerSub, keyId, snapshot}] once, into arrays
+-- in input order: the stored payload text (a sealed one, keyId set, is the
+-- base64 text itself), and whether the item is plain (not sealed by the Go
+-- core nor a dead-letter snapshot re-pushed as it was).
+CREATE OR REPLACE FUNCTION queen._push_items(p_items json, OUT qn text[], OUT pn text[], OUT payloads text[],
+                                              OUT txids text[], OUT traces text[], OUT subs text[],
+                                              OUT keys text[], OUT plain boolean[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
+    SELECT array_agg(x.queue ORDER BY x.o), array_agg(x.partition ORDER BY x.o),
+           array_agg(CASE WHEN x.key_id IS NULL THEN coalesce(x.payload::text, 'null') ELSE x.payload #>> '{}' END
+                     ORDER BY x.o),
+           array_agg(x.txid ORDER BY x.o), array_agg(x.trace ORDER BY x.o), array_agg(x.sub ORDER BY x.o),
+           array_agg(x.key_id ORDER BY x.o), array_agg(x.key_id IS NULL AND x.snapshot IS NULL ORDER BY x.o)
+    INTO qn, pn, payloads, txids, traces, subs, keys, plain
+    FROM ROWS FROM (json_to_recordset(p_items) AS (queue text, partition text, payload json, "transactionId" text,
+                                                   "traceId" text, "producerSub" text, "keyId" text, snapshot json))
+         WITH ORDINALITY AS x(queue, partition, payload, txid, trace, sub, key_id, snapshot, o);
+END
+$fn$;
+
 -- _push_pairs reads the distinct (queue, partition) pairs of a push in lock
--- order, whether any item of a pair is plain (not sealed by the Go core nor
--- a dead-letter snapshot re-pushed as it was), and the distinct queues.
-CREATE OR REPLACE FUNCTION queen._push_pairs(p_items json, OUT qn text[], OUT pn text[], OUT plain boolean[],
-                                              OUT queues text[])
+-- order, whether any item of a pair is plain, and the distinct queues.
+DROP FUNCTION IF EXISTS queen._push_pairs(json);
+CREATE OR REPLACE FUNCTION queen._push_pairs(p_qn text[], p_pn text[], p_plain boolean[],
+                                              OUT qn text[], OUT pn text[], OUT plain boolean[], OUT queues text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 BEGIN
     SELECT array_agg(u.qn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
@@ -19,9 +41,8 @@ BEGIN
            array_agg(u.plain ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
            array_agg(DISTINCT u.qn COLLATE "C" ORDER BY u.qn COLLATE "C")
     INTO qn, pn, plain, queues
-    FROM (SELECT i->>'queue' AS qn, i->>'partition' AS pn,
-                 bool_or(i->>'keyId' IS NULL AND i->>'snapshot' IS NULL) AS plain
-          FROM json_array_elements(p_items) i GROUP BY 1, 2) u;
+    FROM (SELECT i.qn, i.pn, bool_or(i.plain) AS plain
+          FROM unnest(p_qn, p_pn, p_plain) AS i(qn, pn, plain) GROUP BY 1, 2) u;
 END
 $fn$;
 
@@ -65,12 +86,17 @@ BEGIN
 END
 $fn$;
 
--- _push_plan gives each item of a push, in input order, its partition and
--- offset: fresh items take the next offsets of their partition in input
--- order; an item whose dedup key was seen, or that repeats an earlier item
--- of the request in the same partition, is a duplicate and reports the
--- offset it was stored at. Called with the partitions locked.
-CREATE OR REPLACE FUNCTION queen._push_plan(p_items json, p_pids uuid[], p_ts timestamptz)
+-- _push_plan gives each item of a push, in input order, its offset: fresh
+-- items take the next offsets of their partition in input order; an item
+-- whose dedup key was seen, or that repeats an earlier item of the request
+-- in the same partition, is a duplicate and reports the offset it was
+-- stored at. p_it holds the items (_push_items, with each item's partition,
+-- queue id and dedup window); p_locked, p_lasts and p_last_ats the locked
+-- partitions' rows.
+DROP FUNCTION IF EXISTS queen._push_plan(json, uuid[], timestamptz);
+CREATE OR REPLACE FUNCTION queen._push_plan(p_it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
+                                            p_locked uuid[], p_lasts bigint[], p_last_ats timestamptz[],
+                                            p_ts timestamptz)
 RETURNS TABLE (idx int, qname text, pname text, payload text, txid text, trace_id text, producer_sub text,
                key_id text, pid uuid, queue_id bigint, dedup_window int, ts timestamptz, fresh boolean,
                off bigint, final_off bigint)
@@ -78,21 +104,16 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
-    WITH items AS (
-        SELECT (t.ord - 1)::int AS idx, t.i->>'queue' AS qname, t.i->>'partition' AS pname,
-               CASE WHEN t.i->>'keyId' IS NULL THEN coalesce((t.i->'payload')::text, 'null')
-                    ELSE t.i->>'payload' END AS payload,  -- sealed: the base64 text itself
-               t.i->>'transactionId' AS txid, t.i->>'traceId' AS trace_id, t.i->>'producerSub' AS producer_sub,
-               t.i->>'keyId' AS key_id
-        FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
-    ),
-    j AS (
-        SELECT it.*, p.id AS pid, p.queue_id, p.last_offset, x.dedup_window,
-               greatest(p_ts, coalesce(p.last_pushed_at, p_ts)) AS ts,
-               min(it.idx) OVER (PARTITION BY p.id, it.txid) AS first_idx
-        FROM items it
-        JOIN queen.queues x ON x.name = it.qname
-        JOIN queen.partitions p ON p.queue_id = x.id AND p.name = it.pname AND p.id = ANY (p_pids)
+    WITH j AS (
+        SELECT (u.o - 1)::int AS idx, u.qname, u.pname, u.payload, u.txid, u.trace_id, u.producer_sub, u.key_id,
+               u.pid, u.queue_id, u.dedup_window, lp.last AS last_offset,
+               greatest(p_ts, coalesce(lp.last_at, p_ts)) AS ts,
+               min(u.o) OVER (PARTITION BY u.pid, u.txid) - 1 AS first_idx
+        FROM unnest(p_it.qn, p_it.pn, p_it.payloads, p_it.txids, p_it.traces, p_it.subs, p_it.keys,
+                    p_pids, p_qids, p_wins)
+             WITH ORDINALITY AS u(qname, pname, payload, txid, trace_id, producer_sub, key_id, pid, queue_id,
+                                  dedup_window, o)
+        JOIN unnest(p_locked, p_lasts, p_last_ats) AS lp(pid, last, last_at) ON lp.pid = u.pid
     ),
     k AS MATERIALIZED (  -- materialized: one dedup probe per item
         SELECT j.*, dk.seen AS seen_offset,
@@ -122,14 +143,18 @@ $fn$;
 -- _push_write stores a push's fresh items (one segment per partition, the
 -- partitions' offsets, dedup keys, ready rows for subscribed groups) and
 -- returns one result per item, in input order. Called with the partitions
--- locked; p_ts is the push's time, taken under those locks.
-CREATE OR REPLACE FUNCTION queen._push_write(p_items json, p_pids uuid[], p_ts timestamptz)
+-- locked (see _push_plan for the arguments); p_ts is the push's time,
+-- taken under those locks.
+DROP FUNCTION IF EXISTS queen._push_write(json, uuid[], timestamptz);
+CREATE OR REPLACE FUNCTION queen._push_write(p_it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
+                                             p_locked uuid[], p_lasts bigint[], p_last_ats timestamptz[],
+                                             p_ts timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_res json;
 BEGIN
     WITH res AS (
-        SELECT * FROM queen._push_plan(p_items, p_pids, p_ts)
+        SELECT * FROM queen._push_plan(p_it, p_pids, p_qids, p_wins, p_locked, p_lasts, p_last_ats, p_ts)
     ),
     fresh AS (
         SELECT * FROM res WHERE fresh
@@ -146,7 +171,7 @@ BEGIN
     upd AS (
         UPDATE queen.partitions p SET last_offset = f.last, last_pushed_at = f.ts
         FROM (SELECT pid, max(off) AS last, min(ts) AS ts FROM fresh GROUP BY pid) f
-        WHERE p.id = f.pid AND p.id = ANY (p_pids)
+        WHERE p.id = f.pid AND p.id = ANY (p_locked)
     ),
     dd AS (
         INSERT INTO queen.dedup (partition_id, transaction_id, msg_offset, created_at)
@@ -185,19 +210,29 @@ $fn$;
 
 -- _push appends items [{queue, partition, payload, transactionId, traceId}]
 -- (validated and completed by the caller) and returns one result per item,
--- in input order. All or nothing.
+-- in input order. All or nothing. Everything that needs no lock (reading
+-- the items, finding the partitions) is done before the partitions are
+-- locked: they stay locked until the commit is flushed.
 CREATE OR REPLACE FUNCTION queen._push(p_items json, p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
+    it        queen.push_items;
     pr        record;  -- _push_pairs
     pl        record;  -- _push_partitions
-    v_res     json;
+    v_pids    uuid[];  -- per item: its partition, queue and dedup window
+    v_qids    bigint[];
+    v_wins    int[];
+    v_locked  uuid[];  -- the locked partitions, their offsets and push times
+    v_lasts   bigint[];
+    v_at      timestamptz[];
     v_full    text;
+    v_res     json;
 BEGIN
     IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'push' AND enabled) THEN
         RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
     END IF;
-    SELECT * INTO pr FROM queen._push_pairs(p_items);
+    SELECT * INTO it FROM queen._push_items(p_items);
+    SELECT * INTO pr FROM queen._push_pairs(it.qn, it.pn, it.plain);
 
     -- Shared against subscription creation and queue deletion (exclusive)
     -- on each queue name; taken before anything is looked up.
@@ -213,6 +248,14 @@ BEGIN
             USING ERRCODE = 'QNENC', DETAIL = pl.sealme;
     END IF;
 
+    SELECT array_agg(m.pid ORDER BY i.o), array_agg(m.qid ORDER BY i.o), array_agg(m.win ORDER BY i.o)
+    INTO v_pids, v_qids, v_wins
+    FROM unnest(it.qn, it.pn) WITH ORDINALITY AS i(qn, pn, o)
+    JOIN (SELECT u.qn, u.pn, u.pid,
+                 (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AS qid,
+                 (SELECT x.dedup_window FROM queen.queues x WHERE x.name = u.qn) AS win
+          FROM unnest(pr.qn, pr.pn, pl.pids) AS u(qn, pn, pid)) m ON m.qn = i.qn AND m.pn = i.pn;
+
     -- Capped queues: hold the queue row so the size check below is exact.
     IF pl.capped THEN
         PERFORM 1 FROM queen.queues x
@@ -223,16 +266,18 @@ BEGIN
 
     -- Lock the partitions in one fixed order (by id; pushes are the only
     -- writers of partition rows), so concurrent pushes never deadlock.
-    PERFORM 1 FROM queen.partitions WHERE id = ANY (pl.pids) ORDER BY id FOR NO KEY UPDATE;
-
-    -- Stamped while the partition locks are held: created_at is monotone
-    -- per partition in commit order.
-    v_res := queen._push_write(p_items, pl.pids, coalesce(p_now, clock_timestamp()));
-
-    IF json_array_length(v_res) IS DISTINCT FROM json_array_length(p_items) THEN
+    SELECT array_agg(l.id), array_agg(l.last_offset), array_agg(l.last_pushed_at)
+    INTO v_locked, v_lasts, v_at
+    FROM (SELECT p.id, p.last_offset, p.last_pushed_at FROM queen.partitions p
+          WHERE p.id = ANY (pl.pids) ORDER BY p.id FOR NO KEY UPDATE) l;
+    IF cardinality(v_locked) IS DISTINCT FROM cardinality(pl.pids) THEN
         -- A partition vanished under us (its queue was deleted): retry.
         RAISE EXCEPTION 'push raced a queue deletion' USING ERRCODE = '40001';
     END IF;
+
+    -- Stamped while the partition locks are held: created_at is monotone
+    -- per partition in commit order.
+    v_res := queen._push_write(it, v_pids, v_qids, v_wins, v_locked, v_lasts, v_at, coalesce(p_now, clock_timestamp()));
 
     IF pl.capped THEN
         SELECT x.name INTO v_full
@@ -244,7 +289,6 @@ BEGIN
             RAISE EXCEPTION 'queue % is full', v_full USING ERRCODE = 'QN429';
         END IF;
     END IF;
-
     RETURN v_res;
 END
 $fn$;
