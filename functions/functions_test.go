@@ -241,7 +241,8 @@ func testPush(t *testing.T, start func(env ...string) *emulator) {
 			t.Fatalf("SQS round %d: ingest holds %d messages, want 2", round, n)
 		}
 	}
-	if n := count(t, env, `SELECT count(*) FROM queen.dedup WHERE transaction_id IN ('sqs-1', 'sqs-2')`); n != 2 {
+	if n := count(t, env, `SELECT count(*) FROM queen.dedup d JOIN queen.partitions p ON d.key IN (queen.dedup_key(p.id, 'sqs-1'), queen.dedup_key(p.id, 'sqs-2'))
+		JOIN queen.queues x ON x.id = p.queue_id AND x.name = 'ingest'`); n != 2 {
 		t.Errorf("dedup keys for the SQS message ids: %d, want 2", n)
 	}
 	dups := fn.logLines("duplicate message")

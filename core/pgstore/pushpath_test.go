@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/queen-serverless/queen/core/queen"
@@ -93,5 +94,41 @@ func TestOnePartitionPushAnswersAsAnyPush(t *testing.T) {
 				}
 			}(one)
 		}
+	}
+}
+
+// Dedup keys are 8-byte hashes of (partition, transactionId). Two ids that
+// share a hash must not be taken for each other: a push whose key matches
+// a live row is a duplicate only if the message stored at that row's offset
+// has its transactionId. The collision is made by hand (a row with the
+// hash of "victim" that points at the message of "m0"), as a 64-bit
+// collision would be.
+func TestDedupHashCollisionIsNotADuplicate(t *testing.T) {
+	e := pgstoretest.New(t)
+	first := pushN(t, e, "hashq", "p", "m", 1)[0]
+	for _, spread := range []bool{false, true} {
+		victim := fmt.Sprintf("victim-%v", spread)
+		if _, err := e.Pool.Exec(ctx, `INSERT INTO queen.dedup (key, queue_id, msg_offset, created_at)
+			SELECT queen.dedup_key(p.id, $2), p.queue_id, 0, now() FROM queen.partitions p WHERE p.id = $1`,
+			first.PartitionID, victim); err != nil {
+			t.Fatal(err)
+		}
+		items := []queen.PushItem{{Queue: "hashq", Partition: "p", Payload: payload(1), TransactionID: victim}}
+		if spread { // through the routine for pushes that span partitions
+			items = append(items, queen.PushItem{Queue: "hashq", Partition: "q"})
+		}
+		for round, want := range []string{queen.StatusQueued, queen.StatusDuplicate} {
+			res, err := e.Store.Push(ctx, items)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Status != want {
+				t.Fatalf("push %d of %s: %+v, want %s", round+1, victim, res[0], want)
+			}
+		}
+	}
+	again := pushN(t, e, "hashq", "p", "m", 1)[0]
+	if again.Status != queen.StatusDuplicate || again.Offset != 0 {
+		t.Fatalf("m-0 pushed again: %+v, want duplicate of offset 0", again)
 	}
 }

@@ -124,8 +124,10 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT CASE WHEN j.dedup_window > 0 THEN
                 (SELECT d.msg_offset FROM queen.dedup d
-                 WHERE d.transaction_id = j.txid AND d.partition_id = j.pid
-                   AND d.created_at > j.ts - make_interval(secs => j.dedup_window)) END AS seen) dk
+                 WHERE d.key = queen.dedup_key(j.pid, j.txid) AND d.queue_id = j.queue_id
+                   AND d.created_at > j.ts - make_interval(secs => j.dedup_window)
+                   AND queen._dedup_same(j.pid, d.msg_offset, j.txid)
+                 ORDER BY d.msg_offset DESC LIMIT 1) END AS seen) dk
     ),
     r AS (
         SELECT k.*, CASE WHEN k.fresh THEN
@@ -174,11 +176,8 @@ BEGIN
         WHERE p.id = f.pid AND p.id = ANY (p_locked)
     ),
     dd AS (
-        INSERT INTO queen.dedup (partition_id, transaction_id, msg_offset, created_at)
-        SELECT pid, txid, off, ts FROM fresh WHERE dedup_window > 0
-        ORDER BY txid, pid
-        ON CONFLICT (transaction_id, partition_id)
-            DO UPDATE SET msg_offset = EXCLUDED.msg_offset, created_at = EXCLUDED.created_at
+        INSERT INTO queen.dedup (key, queue_id, msg_offset, created_at)
+        SELECT queen.dedup_key(pid, txid), queue_id, off, ts FROM fresh WHERE dedup_window > 0
     ),
     rdy AS (
         INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
@@ -346,91 +345,101 @@ CREATE OR REPLACE FUNCTION queen.push_partition(p_queue text, p_partition text, 
                                                 OUT fresh boolean[], OUT offsets bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    t     record;  -- _push_target
-    v_n   int;
+    t        record;   -- the partition, locked: pid, qid, last, last_at, dedup_window, max_size
+    v_paused boolean;
 BEGIN
-    IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'push' AND enabled) THEN
-        RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
-    END IF;
     -- Shared against subscription creation and queue deletion (exclusive).
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
-    SELECT * INTO t FROM queen._push_target(p_queue, p_partition, p_key_id IS NULL, p_now);
+    -- The steady state, one statement: an existing partition of an
+    -- uncapped, unencrypted queue (or a sealed push), looked up and locked.
+    SELECT p.id AS pid, x.id AS qid, p.last_offset AS last, p.last_pushed_at AS last_at, x.dedup_window,
+           x.max_size, EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled) AS paused
+    INTO t
+    FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
+    WHERE x.name = p_queue AND p.name = p_partition AND x.max_size = 0
+      AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
+    FOR NO KEY UPDATE OF p;
+    v_paused := t.paused;
+    IF NOT FOUND THEN  -- missing, capped or encrypted: the careful way
+        v_paused := EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled);
+        IF NOT v_paused THEN
+            SELECT * INTO t FROM queen._push_target(p_queue, p_partition, p_key_id IS NULL, p_now);
+        END IF;
+    END IF;
+    IF v_paused THEN
+        RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
+    END IF;
     partition_id := t.pid;
     -- Stamped under the partition lock: created_at is monotone per partition.
     created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'));
 
     -- Fresh items take the next offsets in input order; an item whose key
     -- is live, or that repeats an earlier item, reports its first copy's.
-    SELECT array_agg(f.fresh ORDER BY f.o), array_agg(f.off ORDER BY f.o), count(*) FILTER (WHERE f.fresh)
-    INTO fresh, offsets, v_n
-    FROM (SELECT r.o, r.fresh, coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
-          FROM (SELECT k.o, k.first, k.seen, k.fresh,
-                       CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
-                FROM (SELECT v.o, v.first, v.seen, (t.dedup_window = 0 OR (v.o = v.first AND v.seen IS NULL)) AS fresh
-                      FROM (SELECT u.o, u.first,
-                                   -- a subquery per key, never a join: a generic plan made
-                                   -- while the table was small would scan it for good
-                                   CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
-                                       (SELECT d.msg_offset FROM queen.dedup d
-                                        WHERE d.transaction_id = u.txid AND d.partition_id = t.pid
-                                          AND d.created_at > push_partition.created_at
-                                                             - make_interval(secs => t.dedup_window)) END AS seen
-                            FROM (SELECT x.txid, x.o, min(x.o) OVER (PARTITION BY x.txid) AS first
-                                  FROM unnest(p_txids) WITH ORDINALITY AS x(txid, o)) u) v) k) r) f;
+    -- The writes are CTEs of the same statement.
+    WITH u AS (
+        SELECT x.txid, x.payload, x.trace, x.o, min(x.o) OVER (PARTITION BY x.txid) AS first
+        FROM unnest(p_txids, p_payloads, p_trace_ids) WITH ORDINALITY AS x(txid, payload, trace, o)
+    ),
+    k AS MATERIALIZED (
+        SELECT u.*,
+               -- a subquery per key, never a join: a generic plan made
+               -- while the table was small would scan it for good
+               CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
+                   (SELECT d.msg_offset FROM queen.dedup d
+                    WHERE d.key = queen.dedup_key(t.pid, u.txid) AND d.queue_id = t.qid
+                      AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
+                      AND queen._dedup_same(t.pid, d.msg_offset, u.txid)
+                    ORDER BY d.msg_offset DESC LIMIT 1) END AS seen
+        FROM u
+    ),
+    r AS (
+        SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
+        FROM (SELECT k.*, (t.dedup_window = 0 OR (k.o = k.first AND k.seen IS NULL)) AS fresh FROM k) k
+    ),
+    res AS MATERIALIZED (
+        SELECT r.o, r.txid, r.payload, r.trace, r.fresh,
+               coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
+        FROM r
+    ),
+    seg AS (
+        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub,
+                                    key_id)
+        SELECT t.pid, t.last + 1, push_partition.created_at, array_agg(res.txid ORDER BY res.o),
+               array_agg(res.payload ORDER BY res.o),
+               CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
+               p_producer_sub, p_key_id
+        FROM res WHERE res.fresh
+        HAVING count(*) > 0
+    ),
+    upd AS (
+        UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = push_partition.created_at
+        FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
+        WHERE p.id = t.pid AND n.last IS NOT NULL
+    ),
+    dd AS (
+        INSERT INTO queen.dedup (key, queue_id, msg_offset, created_at)
+        SELECT queen.dedup_key(t.pid, res.txid), t.qid, res.off, push_partition.created_at
+        FROM res WHERE res.fresh AND t.dedup_window > 0
+    ),
+    rdy AS (
+        -- An existing row is left alone, unlocked (as in _push_write).
+        INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+        SELECT t.qid, s.group_name, t.pid, nextval('queen.ready_order')
+        FROM queen.subscriptions s
+        WHERE s.queue_name = p_queue AND EXISTS (SELECT 1 FROM res WHERE res.fresh)
+        ORDER BY s.group_name
+        ON CONFLICT DO NOTHING
+    )
+    SELECT array_agg(res.fresh ORDER BY res.o), array_agg(res.off ORDER BY res.o) INTO fresh, offsets FROM res;
 
-    IF v_n > 0 THEN
-        PERFORM queen._push_partition_write(t.pid, t.qid, p_queue, t.last, t.dedup_window, created_at,
-                                            p_txids, p_payloads, p_trace_ids, p_producer_sub, p_key_id, fresh, offsets);
-    END IF;
     IF t.max_size > 0 AND queen.queue_depth(t.qid) > t.max_size THEN
         RAISE EXCEPTION 'queue % is full', p_queue USING ERRCODE = 'QN429';
     END IF;
 END
 $fn$;
 
--- _push_partition_write stores push_partition's fresh items: one segment,
--- the partition's offset, their dedup keys, ready rows for subscribed groups.
-CREATE OR REPLACE FUNCTION queen._push_partition_write(p_pid uuid, p_qid bigint, p_queue text, p_last bigint,
-                                                       p_window int, p_ts timestamptz, p_txids text[],
-                                                       p_payloads text[], p_trace_ids text[], p_producer_sub text,
-                                                       p_key_id text, p_fresh boolean[], p_offsets bigint[])
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
-DECLARE
-    v_all boolean := false <> ALL (p_fresh);
-    v_last bigint;
-BEGIN
-    IF v_all THEN  -- the usual case: store the arrays as they came
-        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub, key_id)
-        VALUES (p_pid, p_last + 1, p_ts, p_txids, p_payloads,
-                CASE WHEN cardinality(array_remove(p_trace_ids, NULL)) > 0 THEN p_trace_ids END,
-                p_producer_sub, p_key_id);
-        v_last := p_last + cardinality(p_txids);
-    ELSE
-        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub, key_id)
-        SELECT p_pid, p_last + 1, p_ts, array_agg(u.txid ORDER BY u.o), array_agg(u.payload ORDER BY u.o),
-               CASE WHEN bool_or(u.trace IS NOT NULL) THEN array_agg(u.trace ORDER BY u.o) END, p_producer_sub, p_key_id
-        FROM unnest(p_txids, p_payloads, p_trace_ids, p_fresh) WITH ORDINALITY AS u(txid, payload, trace, fresh, o)
-        WHERE u.fresh;
-        v_last := p_last + cardinality(array_remove(p_fresh, false));
-    END IF;
-    UPDATE queen.partitions SET last_offset = v_last, last_pushed_at = p_ts WHERE id = p_pid;
-    IF p_window > 0 THEN
-        INSERT INTO queen.dedup (partition_id, transaction_id, msg_offset, created_at)
-        SELECT p_pid, u.txid, u.off, p_ts
-        FROM unnest(p_txids, p_offsets, p_fresh) AS u(txid, off, fresh)
-        WHERE u.fresh
-        ORDER BY u.txid
-        ON CONFLICT (transaction_id, partition_id)
-            DO UPDATE SET msg_offset = EXCLUDED.msg_offset, created_at = EXCLUDED.created_at;
-    END IF;
-    -- An existing row is left alone, unlocked (as in _push_write).
-    INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
-    SELECT p_qid, s.group_name, p_pid, nextval('queen.ready_order')
-    FROM queen.subscriptions s WHERE s.queue_name = p_queue
-    ORDER BY s.group_name
-    ON CONFLICT DO NOTHING;
-END
-$fn$;
+DROP FUNCTION IF EXISTS queen._push_partition_write(uuid, bigint, text, bigint, int, timestamptz, text[], text[],
+                                                    text[], text, text, boolean[], bigint[]);
 
 CREATE OR REPLACE FUNCTION queen.push(p_items json, p_now timestamptz)
 RETURNS json LANGUAGE sql AS $$

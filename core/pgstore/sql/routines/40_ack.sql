@@ -17,8 +17,9 @@ DECLARE
     v_key bigint;
     v_off bigint;
 BEGIN
-    SELECT msg_offset INTO v_key FROM queen.dedup WHERE transaction_id = p_txid AND partition_id = p_pid;
-    IF FOUND THEN
+    SELECT max(d.msg_offset) INTO v_key FROM queen.dedup d
+    WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_pid, d.msg_offset, p_txid);
+    IF v_key IS NOT NULL THEN
         IF v_key <= p_delivered THEN
             RETURN NULL;  -- committed, or removed by retention
         END IF;

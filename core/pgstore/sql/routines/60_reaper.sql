@@ -64,8 +64,7 @@ BEGIN
     -- created_at skip the young part of the table.
     DELETE FROM queen.dedup WHERE ctid = ANY (ARRAY(
         SELECT d.ctid FROM queen.dedup d
-        JOIN queen.partitions p ON p.id = d.partition_id
-        JOIN queen.queues x ON x.id = p.queue_id
+        JOIN queen.queues x ON x.id = d.queue_id
         WHERE d.created_at <= v_now - make_interval(secs => x.dedup_window)
           AND d.created_at <= v_now - make_interval(secs => (SELECT coalesce(min(dedup_window) FILTER (WHERE dedup_window > 0), 0)
                                                               FROM queen.queues))
@@ -99,7 +98,7 @@ BEGIN
         RETURN v_subs > 0;
     END IF;
     DELETE FROM queen.segments WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = v_id);
-    DELETE FROM queen.dedup WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = v_id);
+    DELETE FROM queen.dedup WHERE queue_id = v_id;
     DELETE FROM queen.ready WHERE queue_id = v_id;
     DELETE FROM queen.ready_cursor WHERE queue_id = v_id;
     DELETE FROM queen.queues WHERE id = v_id;  -- cascades to partitions and consumers

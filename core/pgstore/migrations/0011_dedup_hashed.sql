@@ -1,0 +1,33 @@
+-- 0011: dedup keys as 8-byte hashes of (partition, transactionId).
+--
+-- A key was its transactionId text (37 bytes for a UUID) and its partition
+-- id in the row and again in the primary key: ~190 bytes per message, more
+-- than the rest of the log for small payloads. Now a row holds the hash,
+-- the queue (for pruning by its window), the offset and the time: ~90
+-- bytes with its index entry. A hash is not exact by itself: a push that
+-- finds a live key with its hash checks the stored message at that offset
+-- carries its transactionId (queen._dedup_same), so two ids that share a
+-- hash are never taken for each other. There is no unique constraint: the
+-- partition's lock serializes the pushes that could write the same key, a
+-- key written again after its window leaves the old row to the reaper, and
+-- a probe takes the newest live row.
+CREATE FUNCTION queen.dedup_key(p_pid uuid, p_txid text)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT hashtextextended(p_pid::text || p_txid, 0)  -- the uuid text has a fixed length
+$$;
+
+ALTER TABLE queen.dedup RENAME TO dedup_v1;
+CREATE TABLE queen.dedup (
+    key        bigint      NOT NULL,  -- queen.dedup_key(partition, transactionId)
+    queue_id   bigint      NOT NULL,
+    msg_offset bigint      NOT NULL,
+    created_at timestamptz NOT NULL
+);
+INSERT INTO queen.dedup (key, queue_id, msg_offset, created_at)
+SELECT queen.dedup_key(d.partition_id, d.transaction_id), p.queue_id, d.msg_offset, d.created_at
+FROM queen.dedup_v1 d JOIN queen.partitions p ON p.id = d.partition_id
+ORDER BY d.created_at;
+DROP TABLE queen.dedup_v1;
+CREATE INDEX dedup_key ON queen.dedup (key);
+-- Keys arrive in created_at order, so a BRIN index serves the pruning.
+CREATE INDEX dedup_created_at ON queen.dedup USING brin (created_at);
