@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
@@ -108,8 +109,8 @@ func TestDedupHashCollisionIsNotADuplicate(t *testing.T) {
 	first := pushN(t, e, "hashq", "p", "m", 1)[0]
 	for _, spread := range []bool{false, true} {
 		victim := fmt.Sprintf("victim-%v", spread)
-		if _, err := e.Pool.Exec(ctx, `INSERT INTO queen.dedup (key, queue_id, msg_offset, created_at)
-			SELECT queen.dedup_key(p.id, $2), p.queue_id, 0, now() FROM queen.partitions p WHERE p.id = $1`,
+		if _, err := e.Pool.Exec(ctx, `INSERT INTO queen.dedup (key, msg_offset, created_at)
+			SELECT queen.dedup_key($1, $2), 0, created_at FROM queen.segments WHERE partition_id = $1 AND base_offset = 0`,
 			first.PartitionID, victim); err != nil {
 			t.Fatal(err)
 		}
@@ -130,5 +131,34 @@ func TestDedupHashCollisionIsNotADuplicate(t *testing.T) {
 	again := pushN(t, e, "hashq", "p", "m", 1)[0]
 	if again.Status != queen.StatusDuplicate || again.Offset != 0 {
 		t.Fatalf("m-0 pushed again: %+v, want duplicate of offset 0", again)
+	}
+}
+
+// A key row does not know its queue, so the reaper keeps it until it is
+// past every queue's window. Invariant 4 and the model still hold for the
+// queue whose window passed: once the reaper has run after a key expired,
+// the key is gone, even if the window later grows; without that run, it is
+// still there and the grown window takes it back.
+func TestDedupKeyStaysGoneAfterTheReaperWhenTheWindowGrows(t *testing.T) {
+	e := pgstoretest.New(t)
+	configure(t, e, "long", queen.QueueOptions{}) // another queue keeps the default hour
+	for _, reap := range []bool{true, false} {
+		queue := fmt.Sprintf("short-%v", reap)
+		configure(t, e, queue, queen.QueueOptions{DedupWindowSeconds: ptr(10)})
+		pushN(t, e, queue, "p", "k", 1)
+		e.Clock.Advance(20 * time.Second)
+		if reap {
+			if _, err := e.Store.Reap(ctx, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		configure(t, e, queue, queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
+		want := queen.StatusDuplicate
+		if reap {
+			want = queen.StatusQueued
+		}
+		if got := pushN(t, e, queue, "p", "k", 1)[0]; got.Status != want {
+			t.Errorf("reaped %v, window grown from 10 s to an hour: key k pushed again is %s, want %s", reap, got.Status, want)
+		}
 	}
 }

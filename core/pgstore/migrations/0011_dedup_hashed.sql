@@ -3,8 +3,7 @@
 -- A key was its transactionId text (37 bytes for a UUID) and its partition
 -- id in the row and again in the primary key: ~190 bytes per message, more
 -- than the rest of the log for small payloads. Now a row holds the hash,
--- the queue (for pruning by its window), the offset and the time: ~90
--- bytes with its index entry. A hash is not exact by itself: a push that
+-- the offset and the time: ~80 bytes with its index entry. A hash is not exact by itself: a push that
 -- finds a live key with its hash checks the stored message at that offset
 -- carries its transactionId (queen._dedup_same), so two ids that share a
 -- hash are never taken for each other. There is no unique constraint: the
@@ -19,15 +18,30 @@ $$;
 ALTER TABLE queen.dedup RENAME TO dedup_v1;
 CREATE TABLE queen.dedup (
     key        bigint      NOT NULL,  -- queen.dedup_key(partition, transactionId)
-    queue_id   bigint      NOT NULL,
     msg_offset bigint      NOT NULL,
     created_at timestamptz NOT NULL
 );
-INSERT INTO queen.dedup (key, queue_id, msg_offset, created_at)
-SELECT queen.dedup_key(d.partition_id, d.transaction_id), p.queue_id, d.msg_offset, d.created_at
-FROM queen.dedup_v1 d JOIN queen.partitions p ON p.id = d.partition_id
+INSERT INTO queen.dedup (key, msg_offset, created_at)
+SELECT queen.dedup_key(d.partition_id, d.transaction_id), d.msg_offset, d.created_at
+FROM queen.dedup_v1 d
 ORDER BY d.created_at;
 DROP TABLE queen.dedup_v1;
 CREATE INDEX dedup_key ON queen.dedup (key);
 -- Keys arrive in created_at order, so a BRIN index serves the pruning.
 CREATE INDEX dedup_created_at ON queen.dedup USING brin (created_at);
+
+-- A key row does not know its queue, so the reaper removes rows only once
+-- they are past every queue's window. A queue's keys past its own window
+-- are out of every probe all the same (created_at > now - window), and
+-- stay out if its window later grows: the reaper records when it last ran,
+-- and a configure that changes the window moves the queue's floor to that
+-- time minus the old window, so the keys the reaper took out under the old
+-- window (as the model prunes them) never come back.
+CREATE TABLE queen.reaper (
+    one       boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    last_reap timestamptz NOT NULL
+);
+CREATE TABLE queen.dedup_floor (
+    queue_id bigint      PRIMARY KEY REFERENCES queen.queues (id) ON DELETE CASCADE,
+    floor    timestamptz NOT NULL
+);

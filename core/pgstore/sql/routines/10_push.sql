@@ -124,8 +124,10 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT CASE WHEN j.dedup_window > 0 THEN
                 (SELECT d.msg_offset FROM queen.dedup d
-                 WHERE d.key = queen.dedup_key(j.pid, j.txid) AND d.queue_id = j.queue_id
+                 WHERE d.key = queen.dedup_key(j.pid, j.txid)
                    AND d.created_at > j.ts - make_interval(secs => j.dedup_window)
+                   AND d.created_at > coalesce((SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = j.queue_id),
+                                               '-infinity')
                    AND queen._dedup_same(j.pid, d.msg_offset, j.txid)
                  ORDER BY d.msg_offset DESC LIMIT 1) END AS seen) dk
     ),
@@ -176,8 +178,8 @@ BEGIN
         WHERE p.id = f.pid AND p.id = ANY (p_locked)
     ),
     dd AS (
-        INSERT INTO queen.dedup (key, queue_id, msg_offset, created_at)
-        SELECT queen.dedup_key(pid, txid), queue_id, off, ts FROM fresh WHERE dedup_window > 0
+        INSERT INTO queen.dedup (key, msg_offset, created_at)
+        SELECT queen.dedup_key(pid, txid), off, ts FROM fresh WHERE dedup_window > 0
     ),
     rdy AS (
         INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
@@ -308,16 +310,19 @@ $fn$;
 -- _push_target looks up and locks the partition of a push_partition call,
 -- creating it (and its queue) when missing. Capped queues get their queue
 -- row held first, as in _push.
+DROP FUNCTION IF EXISTS queen._push_target(text, text, boolean, timestamptz);
 CREATE OR REPLACE FUNCTION queen._push_target(p_queue text, p_partition text, p_plain boolean, p_now timestamptz,
                                               OUT pid uuid, OUT qid bigint, OUT last bigint, OUT last_at timestamptz,
-                                              OUT dedup_window int, OUT max_size bigint)
+                                              OUT dedup_window int, OUT max_size bigint, OUT paused boolean,
+                                              OUT dedup_floor timestamptz)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_encrypted boolean;
 BEGIN
     FOR n IN 1 .. 2 LOOP  -- look up; create what is missing, then look again
-        SELECT x.id, x.dedup_window, x.max_size, x.encryption_enabled
-        INTO qid, dedup_window, max_size, v_encrypted
+        SELECT x.id, x.dedup_window, x.max_size, x.encryption_enabled,
+               (SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = x.id)
+        INTO qid, dedup_window, max_size, v_encrypted, dedup_floor
         FROM queen.queues x WHERE x.name = p_queue;
         IF v_encrypted AND p_plain THEN
             RAISE EXCEPTION 'queue % is encrypted: its payloads must be sealed', p_queue
@@ -353,7 +358,8 @@ BEGIN
     -- The steady state, one statement: an existing partition of an
     -- uncapped, unencrypted queue (or a sealed push), looked up and locked.
     SELECT p.id AS pid, x.id AS qid, p.last_offset AS last, p.last_pushed_at AS last_at, x.dedup_window,
-           x.max_size, EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled) AS paused
+           x.max_size, EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled) AS paused,
+           (SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = x.id) AS dedup_floor
     INTO t
     FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
     WHERE x.name = p_queue AND p.name = p_partition AND x.max_size = 0
@@ -386,8 +392,9 @@ BEGIN
                -- while the table was small would scan it for good
                CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
                    (SELECT d.msg_offset FROM queen.dedup d
-                    WHERE d.key = queen.dedup_key(t.pid, u.txid) AND d.queue_id = t.qid
+                    WHERE d.key = queen.dedup_key(t.pid, u.txid)
                       AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
+                      AND d.created_at > coalesce(t.dedup_floor, '-infinity')
                       AND queen._dedup_same(t.pid, d.msg_offset, u.txid)
                     ORDER BY d.msg_offset DESC LIMIT 1) END AS seen
         FROM u
@@ -417,8 +424,8 @@ BEGIN
         WHERE p.id = t.pid AND n.last IS NOT NULL
     ),
     dd AS (
-        INSERT INTO queen.dedup (key, queue_id, msg_offset, created_at)
-        SELECT queen.dedup_key(t.pid, res.txid), t.qid, res.off, push_partition.created_at
+        INSERT INTO queen.dedup (key, msg_offset, created_at)
+        SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
         FROM res WHERE res.fresh AND t.dedup_window > 0
     ),
     rdy AS (

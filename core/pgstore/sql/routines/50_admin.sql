@@ -104,8 +104,9 @@ CREATE OR REPLACE FUNCTION queen.configure(p_queue text, p_namespace text, p_tas
                                             p_opts json, p_now timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    v_now timestamptz := coalesce(p_now, clock_timestamp());
-    q     queen.queues;
+    v_now    timestamptz := coalesce(p_now, clock_timestamp());
+    q        queen.queues;
+    v_window int;
 BEGIN
     IF p_opts->'encryptionEnabled' IS NOT NULL THEN
         -- Exclusive against pushes (they hold it shared while they check
@@ -116,6 +117,7 @@ BEGIN
     INSERT INTO queen.queues (name, created_at, updated_at)
     VALUES (p_queue, v_now, v_now)
     ON CONFLICT (name) DO NOTHING;
+    SELECT x.dedup_window INTO v_window FROM queen.queues x WHERE x.name = p_queue;
     UPDATE queen.queues SET
         namespace = coalesce(p_namespace, namespace),
         task = coalesce(p_task, task),
@@ -134,6 +136,12 @@ BEGIN
         updated_at = v_now
     WHERE name = p_queue
     RETURNING * INTO q;
+    IF q.dedup_window <> v_window THEN
+        -- The keys the reaper took out under the old window stay out.
+        INSERT INTO queen.dedup_floor (queue_id, floor)
+        SELECT q.id, r.last_reap - make_interval(secs => v_window) FROM queen.reaper r
+        ON CONFLICT (queue_id) DO UPDATE SET floor = greatest(queen.dedup_floor.floor, EXCLUDED.floor);
+    END IF;
     IF p_opts->'delayedProcessing' IS NOT NULL OR p_opts->'windowBuffer' IS NOT NULL
        OR p_opts->'retryDelay' IS NOT NULL THEN
         -- when a waiting partition can be deliverable depends on them

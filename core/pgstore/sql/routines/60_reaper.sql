@@ -60,14 +60,15 @@ BEGIN
         END CASE;
     END LOOP;
 
-    -- The constant bound (the shortest window) lets the BRIN index on
-    -- created_at skip the young part of the table.
+    -- A key row does not know its queue: rows go once past every queue's
+    -- window (BRIN on created_at). Keys past their own queue's window are
+    -- out of every probe already, and the time of this run keeps them out
+    -- if the window grows (see configure and migration 0011).
+    INSERT INTO queen.reaper (one, last_reap) VALUES (true, v_now)
+    ON CONFLICT (one) DO UPDATE SET last_reap = greatest(queen.reaper.last_reap, EXCLUDED.last_reap);
     DELETE FROM queen.dedup WHERE ctid = ANY (ARRAY(
         SELECT d.ctid FROM queen.dedup d
-        JOIN queen.queues x ON x.id = d.queue_id
-        WHERE d.created_at <= v_now - make_interval(secs => x.dedup_window)
-          AND d.created_at <= v_now - make_interval(secs => (SELECT coalesce(min(dedup_window) FILTER (WHERE dedup_window > 0), 0)
-                                                              FROM queen.queues))
+        WHERE d.created_at <= v_now - make_interval(secs => (SELECT coalesce(max(x.dedup_window), 0) FROM queen.queues x))
         LIMIT p_limit));
     GET DIAGNOSTICS v_dedup = ROW_COUNT;
 
@@ -98,7 +99,8 @@ BEGIN
         RETURN v_subs > 0;
     END IF;
     DELETE FROM queen.segments WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = v_id);
-    DELETE FROM queen.dedup WHERE queue_id = v_id;
+    -- Its dedup keys stay until the reaper takes them: they name its
+    -- partitions, which no queue will have again.
     DELETE FROM queen.ready WHERE queue_id = v_id;
     DELETE FROM queen.ready_cursor WHERE queue_id = v_id;
     DELETE FROM queen.queues WHERE id = v_id;  -- cascades to partitions and consumers
