@@ -672,8 +672,6 @@ func (r *runner) storageFill(ctx context.Context, queue string, spread bool) err
 	return <-errs
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // judge compares results with the SPEC targets.
 func (r *runner) judge() {
 	find := func(name, via string) *Result {
