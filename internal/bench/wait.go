@@ -169,7 +169,9 @@ func dbCPU(ctx context.Context, r *runner) float64 {
 	if err != nil {
 		return -1
 	}
-	ticks := postmaster.Ticks
+	// The children that exited in between (backends, autovacuum workers)
+	// are in the postmaster's ChildTicks, so the sum never goes back.
+	ticks := postmaster.Ticks + postmaster.ChildTicks
 	for _, k := range kids {
 		if st, ok := procfs.Read(k); ok {
 			ticks += st.Ticks

@@ -14,6 +14,10 @@ type Stat struct {
 	State byte  // R, S, D, Z, T, …
 	PPID  int   // parent
 	Ticks int64 // user + system CPU time, in USER_HZ (1/100 s)
+	// ChildTicks is the user + system CPU time of its children that have
+	// exited and been waited for: what leaves Ticks of the live children
+	// when one exits.
+	ChildTicks int64
 }
 
 // Read reads process pid's Stat; ok is false when it cannot (gone, or no
@@ -30,7 +34,7 @@ func Read(pid int) (Stat, bool) {
 		return Stat{}, false
 	}
 	f := strings.Fields(s[i+1:]) // f[0] is field 3, state
-	if len(f) < 13 || len(f[0]) != 1 {
+	if len(f) < 15 || len(f[0]) != 1 {
 		return Stat{}, false
 	}
 	ppid, err := strconv.Atoi(f[1])
@@ -39,7 +43,9 @@ func Read(pid int) (Stat, bool) {
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return Stat{State: f[0][0], PPID: ppid, Ticks: utime + stime}, true
+	cutime, _ := strconv.ParseInt(f[13], 10, 64)
+	cstime, _ := strconv.ParseInt(f[14], 10, 64)
+	return Stat{State: f[0][0], PPID: ppid, Ticks: utime + stime, ChildTicks: cutime + cstime}, true
 }
 
 // Children returns the live (not zombie) processes whose parent is ppid.
