@@ -3,9 +3,11 @@
 --
 -- Every statement below finds rows by key (scalar subqueries, = ANY), so its
 -- cost does not depend on how many queues, partitions or dedup keys exist.
--- In the steady state (queue and partitions exist, no maxSize) a push is five
--- statements: read the items, lock the queue names, look up the partitions,
--- lock them, write.
+-- Two routines: push_partition (below) for a push whose items all go to one
+-- partition, in three statements in the steady state; _push for the rest
+-- (several partitions, transactions, dead-letter retries), which in the
+-- steady state reads the items, locks the queue names, looks up the
+-- partitions, locks them (reading their offsets) and writes.
 
 -- _push_items reads a push's items [{queue, partition, payload,
 -- transactionId, traceId, producerSub, keyId, snapshot}] once, into arrays
