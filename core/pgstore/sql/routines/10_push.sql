@@ -51,24 +51,28 @@ $fn$;
 -- _push_partitions looks the pairs' partitions up, creating what is missing
 -- (queues too), and says whether any of their queues is capped (maxSize)
 -- and the first encrypted queue a plain payload would go to.
+DROP FUNCTION IF EXISTS queen._push_partitions(text[], text[], boolean[], text[], timestamptz);
 CREATE OR REPLACE FUNCTION queen._push_partitions(p_qn text[], p_pn text[], p_plain boolean[], p_queues text[],
                                                    p_now timestamptz,
-                                                   OUT pids uuid[], OUT capped boolean, OUT sealme text)
+                                                   OUT pids uuid[], OUT qids bigint[], OUT wins int[],
+                                                   OUT capped boolean, OUT sealme text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_missing boolean;
 BEGIN
     FOR n IN 1 .. 2 LOOP  -- look up; create what is missing, then look again
-        SELECT array_agg(l.pid ORDER BY l.o), bool_or(l.pid IS NULL), coalesce(bool_or(l.capped), false),
-               min(l.qn) FILTER (WHERE l.plain AND l.encrypted)
-        INTO pids, v_missing, capped, sealme
+        SELECT array_agg(l.pid ORDER BY l.o), array_agg((l.q).id ORDER BY l.o),
+               array_agg((l.q).dedup_window ORDER BY l.o), bool_or(l.pid IS NULL),
+               coalesce(bool_or((l.q).max_size > 0), false),
+               min(l.qn) FILTER (WHERE l.plain AND (l.q).encryption_enabled)
+        INTO pids, qids, wins, v_missing, capped, sealme
         FROM (
-            SELECT u.o, u.qn, u.plain,
-                   (SELECT p.id FROM queen.partitions p
-                    WHERE p.queue_id = (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AND p.name = u.pn) AS pid,
-                   (SELECT x.max_size > 0 FROM queen.queues x WHERE x.name = u.qn) AS capped,
-                   (SELECT x.encryption_enabled FROM queen.queues x WHERE x.name = u.qn) AS encrypted
-            FROM unnest(p_qn, p_pn, p_plain) WITH ORDINALITY AS u(qn, pn, plain, o)
+            SELECT q.o, q.qn, q.plain, q.q,
+                   (SELECT p.id FROM queen.partitions p WHERE p.queue_id = (q.q).id AND p.name = q.pn) AS pid
+            FROM (SELECT u.o, u.qn, u.pn, u.plain,
+                         (SELECT x FROM queen.queues x WHERE x.name = u.qn) AS q  -- each pair's queue, looked up once
+                  FROM unnest(p_qn, p_pn, p_plain) WITH ORDINALITY AS u(qn, pn, plain, o)
+                  OFFSET 0) q  -- not pulled up: (q.q).field would look the queue up again per field
         ) l;
         EXIT WHEN NOT v_missing;
 
@@ -254,10 +258,7 @@ BEGIN
     SELECT array_agg(m.pid ORDER BY i.o), array_agg(m.qid ORDER BY i.o), array_agg(m.win ORDER BY i.o)
     INTO v_pids, v_qids, v_wins
     FROM unnest(it.qn, it.pn) WITH ORDINALITY AS i(qn, pn, o)
-    JOIN (SELECT u.qn, u.pn, u.pid,
-                 (SELECT x.id FROM queen.queues x WHERE x.name = u.qn) AS qid,
-                 (SELECT x.dedup_window FROM queen.queues x WHERE x.name = u.qn) AS win
-          FROM unnest(pr.qn, pr.pn, pl.pids) AS u(qn, pn, pid)) m ON m.qn = i.qn AND m.pn = i.pn;
+    JOIN unnest(pr.qn, pr.pn, pl.pids, pl.qids, pl.wins) AS m(qn, pn, pid, qid, win) ON m.qn = i.qn AND m.pn = i.pn;
 
     -- Capped queues: hold the queue row so the size check below is exact.
     IF pl.capped THEN
