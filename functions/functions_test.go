@@ -241,8 +241,10 @@ func testPush(t *testing.T, start func(env ...string) *emulator) {
 			t.Fatalf("SQS round %d: ingest holds %d messages, want 2", round, n)
 		}
 	}
-	if n := count(t, env, `SELECT count(*) FROM queen.dedup d JOIN queen.partitions p ON d.key IN (queen.dedup_key(p.id, 'sqs-1'), queen.dedup_key(p.id, 'sqs-2'))
-		JOIN queen.queues x ON x.id = p.queue_id AND x.name = 'ingest'`); n != 2 {
+	// Each is the first message of its segment, whose key is the segment's.
+	if n := count(t, env, `SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id
+		JOIN queen.queues x ON x.id = p.queue_id AND x.name = 'ingest'
+		WHERE queen.dedup_key(s.partition_id, s.txids[1]) IN (queen.dedup_key(p.id, 'sqs-1'), queen.dedup_key(p.id, 'sqs-2'))`); n != 2 {
 		t.Errorf("dedup keys for the SQS message ids: %d, want 2", n)
 	}
 	dups := fn.logLines("duplicate message")

@@ -162,3 +162,65 @@ func TestDedupKeyStaysGoneAfterTheReaperWhenTheWindowGrows(t *testing.T) {
 		}
 	}
 }
+
+// The key of a segment's first message is the segment's own index entry
+// (migration 0012), not a dedup row. It must behave as any key: a push made
+// while the window is 0 records none, even once the window is back, and a
+// key still inside its window outlives its segment's retention.
+func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
+	e := pgstoretest.New(t)
+	one := func(queue, txid string) queen.PushResult {
+		t.Helper()
+		res, err := e.Store.Push(ctx, []queen.PushItem{{Queue: queue, Partition: "p", Payload: payload(1), TransactionID: txid}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	spread := func(queue, txid string) queen.PushResult { // through the routine for pushes that span partitions
+		t.Helper()
+		res, err := e.Store.Push(ctx, []queen.PushItem{{Queue: queue, Partition: "p", Payload: payload(1), TransactionID: txid},
+			{Queue: queue, Partition: "other", Payload: payload(2)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	for name, push := range map[string]func(string, string) queen.PushResult{"one": one, "spread": spread} {
+		q := "off-" + name
+		configure(t, e, q, queen.QueueOptions{DedupWindowSeconds: ptr(0)})
+		first := push(q, "k")
+		if again := push(q, "k"); again.Status != queen.StatusQueued {
+			t.Fatalf("%s: window 0, second push of k: %+v, want queued", name, again)
+		}
+		e.Clock.Advance(time.Second)
+		configure(t, e, q, queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
+		third := push(q, "k")
+		if third.Status != queen.StatusQueued || third.Offset != first.Offset+2 {
+			t.Fatalf("%s: k pushed while the window was 0 was taken as a key: %+v", name, third)
+		}
+		if dup := push(q, "k"); dup.Status != queen.StatusDuplicate || dup.Offset != third.Offset {
+			t.Fatalf("%s: k pushed with the window back: %+v, want a duplicate of offset %d", name, dup, third.Offset)
+		}
+
+		q = "kept-" + name
+		configure(t, e, q, queen.QueueOptions{RetentionSeconds: ptr(10), DedupWindowSeconds: ptr(60)})
+		first = push(q, "k")
+		e.Clock.Advance(20 * time.Second)
+		if st, err := e.Store.Reap(ctx, 100); err != nil || st.SegmentsRetained == 0 {
+			t.Fatalf("%s: reap after the retention: %+v %v", name, st, err)
+		}
+		if n := count(t, e, `SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id
+			JOIN queen.queues x ON x.id = p.queue_id WHERE x.name = '`+q+`' AND p.name = 'p'`); n != 0 {
+			t.Fatalf("%s: %d segments left after the retention", name, n)
+		}
+		if dup := push(q, "k"); dup.Status != queen.StatusDuplicate || dup.Offset != first.Offset {
+			t.Fatalf("%s: k pushed again inside its window, its segment retained away: %+v, want a duplicate of offset %d",
+				name, dup, first.Offset)
+		}
+		e.Clock.Advance(60 * time.Second)
+		if again := push(q, "k"); again.Status != queen.StatusQueued {
+			t.Fatalf("%s: k pushed again after its window: %+v, want queued", name, again)
+		}
+	}
+}

@@ -429,7 +429,7 @@ type BrowseRequest struct {
 type ReapStats struct {
 	LeasesExpired     int `json:"leasesExpired"`
 	DeadLettered      int `json:"deadLettered"`
-	DedupPruned       int `json:"dedupPruned"`
+	DedupPruned       int `json:"dedupPruned"` // key rows; a segment's first key leaves with its segment
 	SegmentsRetained  int `json:"segmentsRetained"`
 	SegmentsCompleted int `json:"segmentsCompleted"`
 }

@@ -71,6 +71,15 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
                      ORDER BY s.base_offset DESC LIMIT 1), true)
 $$;
 
+-- _dedup_off says whether a push to queue p_qid at p_at was made while the
+-- queue's dedup window was 0 (or before migration 0012): the first key of
+-- such a segment is in the segments_first_key index but was never a key.
+CREATE OR REPLACE FUNCTION queen._dedup_off(p_qid bigint, p_at timestamptz)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM queen.dedup_off o
+                   WHERE o.queue_id = p_qid AND p_at >= o.since AND (o.until IS NULL OR p_at < o.until))
+$$;
+
 -- payload_json renders a stored payload for a reply: plain JSON text as
 -- itself, a sealed payload (p_key set) as a JSON string of its base64 text,
 -- which the Go core opens.

@@ -128,14 +128,23 @@ BEGIN
         -- a subquery per key, never a join: a generic plan made while the
         -- table was small would scan it for good
         CROSS JOIN LATERAL (
-            SELECT CASE WHEN j.dedup_window > 0 THEN
+            SELECT coalesce((SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = j.queue_id),
+                            '-infinity') AS floor) fl
+        CROSS JOIN LATERAL (  -- as in push_partition
+            SELECT CASE WHEN j.dedup_window > 0 THEN greatest(
+                (SELECT max(c.base_offset)
+                 FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid
+                       FROM queen.segments s
+                       WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(j.pid, j.txid)
+                       OFFSET 0) c
+                 WHERE c.partition_id = j.pid AND c.txid = j.txid
+                   AND c.created_at > j.ts - make_interval(secs => j.dedup_window) AND c.created_at > fl.floor
+                   AND NOT queen._dedup_off(j.queue_id, c.created_at)),
                 (SELECT d.msg_offset FROM queen.dedup d
                  WHERE d.key = queen.dedup_key(j.pid, j.txid)
-                   AND d.created_at > j.ts - make_interval(secs => j.dedup_window)
-                   AND d.created_at > coalesce((SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = j.queue_id),
-                                               '-infinity')
+                   AND d.created_at > j.ts - make_interval(secs => j.dedup_window) AND d.created_at > fl.floor
                    AND queen._dedup_same(j.pid, d.msg_offset, j.txid)
-                 ORDER BY d.msg_offset DESC LIMIT 1) END AS seen) dk
+                 ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen) dk
     ),
     r AS (
         SELECT k.*, CASE WHEN k.fresh THEN
@@ -183,9 +192,11 @@ BEGIN
         FROM (SELECT pid, max(off) AS last, min(ts) AS ts FROM fresh GROUP BY pid) f
         WHERE p.id = f.pid AND p.id = ANY (p_locked)
     ),
-    dd AS (
+    dd AS (  -- each segment's first key is the segment's (segments_first_key)
         INSERT INTO queen.dedup (key, msg_offset, created_at)
-        SELECT queen.dedup_key(pid, txid), off, ts FROM fresh WHERE dedup_window > 0
+        SELECT queen.dedup_key(f.pid, f.txid), f.off, f.ts
+        FROM (SELECT fresh.*, min(fresh.off) OVER (PARTITION BY fresh.pid) AS base FROM fresh) f
+        WHERE f.dedup_window > 0 AND f.off > f.base
     ),
     rdy AS (
         INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
@@ -393,13 +404,24 @@ BEGIN
         SELECT u.*,
                -- a subquery per key, never a join: a generic plan made
                -- while the table was small would scan it for good
-               CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
+               CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN greatest(
+                   -- the newest live key: a segment's first message…
+                   (SELECT max(c.base_offset)
+                    FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid
+                          FROM queen.segments s
+                          WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(t.pid, u.txid)
+                          OFFSET 0) c  -- by the key index only, never along the partition
+                    WHERE c.partition_id = t.pid AND c.txid = u.txid
+                      AND c.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
+                      AND c.created_at > coalesce(t.dedup_floor, '-infinity')
+                      AND NOT queen._dedup_off(t.qid, c.created_at)),
+                   -- …or any other
                    (SELECT d.msg_offset FROM queen.dedup d
                     WHERE d.key = queen.dedup_key(t.pid, u.txid)
                       AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
                       AND d.created_at > coalesce(t.dedup_floor, '-infinity')
                       AND queen._dedup_same(t.pid, d.msg_offset, u.txid)
-                    ORDER BY d.msg_offset DESC LIMIT 1) END AS seen
+                    ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen
         FROM u
     ),
     r AS (
@@ -426,10 +448,10 @@ BEGIN
         FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
         WHERE p.id = t.pid AND n.last IS NOT NULL
     ),
-    dd AS (
+    dd AS (  -- the first message's key is the segment's (segments_first_key)
         INSERT INTO queen.dedup (key, msg_offset, created_at)
         SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
-        FROM res WHERE res.fresh AND t.dedup_window > 0
+        FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
     ),
     rdy AS (
         -- An existing row is left alone, unlocked (as in _push_write).

@@ -17,8 +17,16 @@ DECLARE
     v_key bigint;
     v_off bigint;
 BEGIN
-    SELECT max(d.msg_offset) INTO v_key FROM queen.dedup d
-    WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_pid, d.msg_offset, p_txid);
+    SELECT greatest(
+               (SELECT max(d.msg_offset) FROM queen.dedup d
+                WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_pid, d.msg_offset, p_txid)),
+               -- a segment's first message (its key is the segment's, migration 0012)
+               (SELECT max(c.base_offset)
+                FROM (SELECT s.partition_id, s.base_offset, s.txids[1] AS txid FROM queen.segments s
+                      WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(p_pid, p_txid)
+                      OFFSET 0) c
+                WHERE c.partition_id = p_pid AND c.txid = p_txid))
+    INTO v_key;
     IF v_key IS NOT NULL THEN
         IF v_key <= p_delivered THEN
             RETURN NULL;  -- committed, or removed by retention

@@ -141,6 +141,13 @@ BEGIN
         INSERT INTO queen.dedup_floor (queue_id, floor)
         SELECT q.id, r.last_reap - make_interval(secs => v_window) FROM queen.reaper r
         ON CONFLICT (queue_id) DO UPDATE SET floor = greatest(queen.dedup_floor.floor, EXCLUDED.floor);
+        -- Pushes made while the window is 0 record no key (their segments'
+        -- first keys are ignored, see queen._dedup_off).
+        IF q.dedup_window = 0 THEN
+            INSERT INTO queen.dedup_off (queue_id, since) VALUES (q.id, v_now);
+        ELSIF v_window = 0 THEN
+            UPDATE queen.dedup_off SET until = v_now WHERE queue_id = q.id AND until IS NULL;
+        END IF;
     END IF;
     IF p_opts->'delayedProcessing' IS NOT NULL OR p_opts->'windowBuffer' IS NOT NULL
        OR p_opts->'retryDelay' IS NOT NULL THEN

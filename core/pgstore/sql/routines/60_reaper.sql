@@ -11,22 +11,36 @@ RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     n int;
 BEGIN
-    DELETE FROM queen.segments WHERE ctid = ANY (ARRAY(
-        SELECT sg.ctid
-        FROM queen.queues x
-        JOIN queen.partitions p ON p.queue_id = x.id
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN p_completed THEN x.completed_retention_seconds ELSE x.retention_seconds END AS keep,
-                   CASE WHEN p_completed THEN queen.slowest_position(p.id, x.name) END AS low) cm
-        CROSS JOIN LATERAL (
-            SELECT s.ctid FROM queen.segments s
-            WHERE s.partition_id = p.id
-              AND s.created_at < p_now - make_interval(secs => cm.keep)
-              AND (NOT p_completed OR s.base_offset + cardinality(s.txids) - 1 <= cm.low)
-            ORDER BY s.base_offset LIMIT p_limit) sg
-        WHERE cm.keep > 0 AND (NOT p_completed OR cm.low IS NOT NULL)
-        LIMIT p_limit));
-    GET DIAGNOSTICS n = ROW_COUNT;
+    WITH del AS (
+        DELETE FROM queen.segments WHERE ctid = ANY (ARRAY(
+            SELECT sg.ctid
+            FROM queen.queues x
+            JOIN queen.partitions p ON p.queue_id = x.id
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN p_completed THEN x.completed_retention_seconds ELSE x.retention_seconds END AS keep,
+                       CASE WHEN p_completed THEN queen.slowest_position(p.id, x.name) END AS low) cm
+            CROSS JOIN LATERAL (
+                SELECT s.ctid FROM queen.segments s
+                WHERE s.partition_id = p.id
+                  AND s.created_at < p_now - make_interval(secs => cm.keep)
+                  AND (NOT p_completed OR s.base_offset + cardinality(s.txids) - 1 <= cm.low)
+                ORDER BY s.base_offset LIMIT p_limit) sg
+            WHERE cm.keep > 0 AND (NOT p_completed OR cm.low IS NOT NULL)
+            LIMIT p_limit))
+        RETURNING partition_id, base_offset, created_at, txids[1] AS txid
+    ),
+    keep AS (
+        -- A first message's key was its segment's (migration 0012): one
+        -- still inside its window moves to queen.dedup, as the others are.
+        INSERT INTO queen.dedup (key, msg_offset, created_at)
+        SELECT queen.dedup_key(d.partition_id, d.txid), d.base_offset, d.created_at
+        FROM del d
+        JOIN queen.partitions p ON p.id = d.partition_id
+        JOIN queen.queues x ON x.id = p.queue_id
+        WHERE x.dedup_window > 0 AND d.created_at > p_now - make_interval(secs => x.dedup_window)
+          AND NOT queen._dedup_off(x.id, d.created_at)
+    )
+    SELECT count(*) INTO n FROM del;
     RETURN n;
 END
 $fn$;
