@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -222,5 +223,36 @@ func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
 		if again := push(q, "k"); again.Status != queen.StatusQueued {
 			t.Fatalf("%s: k pushed again after its window: %+v, want queued", name, again)
 		}
+	}
+}
+
+// An ack names its message by transactionId, the lowest offset above the
+// cursor holding it. With the window at 0 an id may be stored many times,
+// and only the first message of each segment has a key: a key at or below
+// the delivered window then does not say that no copy lies beyond it.
+func TestAckOfAnUndeliveredRepeatWithoutDedup(t *testing.T) {
+	e := pgstoretest.New(t)
+	configure(t, e, "nodedup", queen.QueueOptions{DedupWindowSeconds: ptr(0)})
+	push := func(txids ...string) {
+		t.Helper()
+		items := make([]queen.PushItem, len(txids))
+		for i, id := range txids {
+			items[i] = queen.PushItem{Queue: "nodedup", Partition: "p", Payload: payload(i), TransactionID: id}
+		}
+		if _, err := e.Store.Push(ctx, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push("a")      // offset 0, the first of its segment
+	push("b", "a") // offsets 1 and 2
+	r := pop(t, e, queen.PopRequest{Queue: "nodedup", Batch: 2})
+	if !equal(offsets(r.Messages), []int64{0, 1}) {
+		t.Fatalf("popped %v, want offsets 0 and 1", offsets(r.Messages))
+	}
+	mustAck(t, e, ack(r.Messages[0], "", r.LeaseID, queen.AckCompleted))
+	// "a" above the cursor (0) is offset 2, which was not delivered.
+	_, err := e.Store.Ack(ctx, []queen.Ack{ack(r.Messages[0], "", r.LeaseID, queen.AckCompleted)})
+	if !errors.Is(err, queen.ErrConflict) {
+		t.Fatalf("ack of a again: %v, want a conflict (offset 2 was not delivered)", err)
 	}
 }

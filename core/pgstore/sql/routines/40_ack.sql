@@ -7,36 +7,40 @@
 -- rejected), or NULL when no stored message after the cursor holds it —
 -- then the message is at or below the cursor and the ack is an
 -- "already committed" no-op, however old it is. The cost is bounded by the
--- partition's unconsumed span, never by its history: a live dedup key
--- (which names the newest message with that id) answers at once; without
--- one only the undelivered tail is read.
+-- partition's unconsumed span, never by its history: a dedup key (a row,
+-- or a segment's first message) answers at once when it points past the
+-- delivered window (any offset there is rejected alike), or when it names
+-- the newest message with that id — every message pushed since has a key,
+-- because the queue's window has not been 0 since (queen.dedup_off).
+-- Otherwise only the undelivered tail is read.
 CREATE OR REPLACE FUNCTION queen._locate_beyond(p_pid uuid, p_txid text, p_committed bigint,
                                                  p_delivered bigint)
 RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_key bigint;
+    v_at  timestamptz;
     v_off bigint;
 BEGIN
-    SELECT greatest(
-               (SELECT max(d.msg_offset) FROM queen.dedup d
-                WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_pid, d.msg_offset, p_txid)),
-               -- a segment's first message (its key is the segment's, migration 0012)
-               (SELECT max(c.base_offset)
-                FROM (SELECT s.partition_id, s.base_offset, s.txids[1] AS txid FROM queen.segments s
-                      WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(p_pid, p_txid)
-                      OFFSET 0) c
-                WHERE c.partition_id = p_pid AND c.txid = p_txid))
-    INTO v_key;
-    IF v_key IS NOT NULL THEN
-        IF v_key <= p_delivered THEN
-            RETURN NULL;  -- committed, or removed by retention
-        END IF;
-        IF EXISTS (SELECT 1 FROM queen.segments s
-                   WHERE s.partition_id = p_pid AND s.base_offset <= v_key
-                     AND s.base_offset + cardinality(s.txids) > v_key) THEN
-            RETURN v_key;
-        END IF;
-        RETURN NULL;
+    SELECT k.off, k.at INTO v_key, v_at
+    FROM (SELECT d.msg_offset AS off, d.created_at AS at FROM queen.dedup d
+          WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_pid, d.msg_offset, p_txid)
+          UNION ALL
+          SELECT c.base_offset, c.created_at
+          FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid FROM queen.segments s
+                WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(p_pid, p_txid)
+                OFFSET 0) c
+          WHERE c.partition_id = p_pid AND c.txid = p_txid) k
+    ORDER BY k.off DESC LIMIT 1;
+    IF v_key > p_delivered AND EXISTS (SELECT 1 FROM queen.segments s
+                                       WHERE s.partition_id = p_pid AND s.base_offset <= v_key
+                                         AND s.base_offset + cardinality(s.txids) > v_key) THEN
+        RETURN v_key;
+    END IF;
+    IF v_key <= p_delivered AND NOT EXISTS (
+           SELECT 1 FROM queen.dedup_off o
+           WHERE o.queue_id = (SELECT p.queue_id FROM queen.partitions p WHERE p.id = p_pid)
+             AND (o.until IS NULL OR o.until > v_at)) THEN
+        RETURN NULL;  -- the newest with that id: committed, or removed by retention
     END IF;
     SELECT s.base_offset + u.ord - 1 INTO v_off
     FROM queen.segments s CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
