@@ -186,7 +186,7 @@ func TestRoutinesReadTheKeysGoWrites(t *testing.T) {
 		goType   any
 		extra    []string // keys only other routines write (dlq_retry's snapshot flag)
 	}{
-		{[]string{"pop"}, popArg{}, nil},
+		{[]string{"_pop", "pop"}, popArg{}, nil},
 		{[]string{"_push_items"}, pushArg{}, []string{"snapshot"}},
 		{[]string{"_ack_resolve"}, ackArg{}, nil},
 		{[]string{"configure"}, optionsArgOf(everyOption()), nil},

@@ -72,7 +72,7 @@ func TestWildcardPopCostIgnoresConsumedPartitions(t *testing.T) {
 		var last int
 		for i := 0; i < n; i++ {
 			var plan []string
-			rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT queen.pop(json_build_object('queue', $1::text, 'batch', 1), $2)`,
+			rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT * FROM queen.pop_v2(json_build_object('queue', $1::text, 'batch', 1), $2)`,
 				queue, e.Clock.Now())
 			if err != nil {
 				t.Fatal(err)

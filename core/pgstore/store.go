@@ -43,7 +43,7 @@ func query(name string) string {
 var (
 	sqlPush        = query("push")
 	sqlPushOne     = query("push_partition")
-	sqlPop         = query("pop")
+	sqlPop         = query("pop_v2")
 	sqlAck         = query("ack")
 	sqlTransact    = query("transact")
 	sqlExtendLease = query("extend_lease")
@@ -424,11 +424,47 @@ type popArg struct {
 	Keys       []string   `json:"keys,omitempty"` // references of the keys the store holds
 }
 
-// popReply is what the pop routine returns.
+// popReply is what pop_v2 returns: the lease and, per message in delivery
+// order, its fields as parallel arrays.
 type popReply struct {
-	LeaseID        string          `json:"leaseId,omitempty"` // absent when pops are paused or the queue is unknown
-	LeaseExpiresAt *time.Time      `json:"leaseExpiresAt,omitempty"`
-	Messages       []sealedMessage `json:"messages"`
+	LeaseID                           *string
+	LeaseExpiresAt                    *time.Time
+	PIDs, Partitions, TxIDs, Payloads []string
+	Offsets                           []int64
+	KeyIDs, TraceIDs, ProducerSubs    []*string
+	CreatedAts                        []time.Time
+	Retries                           []int32
+}
+
+// messages renders the reply's messages for openMessages: a payload is
+// its stored text (compact JSON), a sealed one a JSON string of its base64
+// text.
+func (r *popReply) messages(queue string) ([]sealedMessage, error) {
+	n := len(r.Offsets)
+	for _, l := range []int{len(r.PIDs), len(r.Partitions), len(r.TxIDs), len(r.Payloads), len(r.KeyIDs),
+		len(r.TraceIDs), len(r.ProducerSubs), len(r.CreatedAts), len(r.Retries)} {
+		if l != n {
+			return nil, fmt.Errorf("pop: arrays of %d and %d messages in one reply", n, l)
+		}
+	}
+	out := make([]sealedMessage, n)
+	for i := range out {
+		m := queen.Message{ID: MessageID(r.PIDs[i], r.Offsets[i]), TransactionID: r.TxIDs[i], PartitionID: r.PIDs[i],
+			Partition: r.Partitions[i], Queue: queue, Offset: r.Offsets[i], Data: json.RawMessage(r.Payloads[i]),
+			TraceID: r.TraceIDs[i], ProducerSub: r.ProducerSubs[i], CreatedAt: r.CreatedAts[i].UTC(),
+			RetryCount: int(r.Retries[i])}
+		var key string
+		if r.KeyIDs[i] != nil {
+			key = *r.KeyIDs[i]
+			b, err := json.Marshal(r.Payloads[i])
+			if err != nil {
+				return nil, err
+			}
+			m.Data = b
+		}
+		out[i] = sealedMessage{Message: m, KeyID: key}
+	}
+	return out, nil
 }
 
 // Pop implements queen.Store.
@@ -457,7 +493,12 @@ func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult,
 	for {
 		a.Keys = s.keyRefs()
 		arg, _ := jsonArg(a)
-		err = s.call(ctx, "pop", sqlPop, &reply, arg, s.now())
+		err = s.retry(ctx, "pop", func() error {
+			reply = popReply{}
+			return s.db.QueryRow(ctx, sqlPop, arg, s.now()).Scan(&reply.LeaseID, &reply.LeaseExpiresAt, &reply.PIDs,
+				&reply.Partitions, &reply.Offsets, &reply.TxIDs, &reply.Payloads, &reply.KeyIDs, &reply.TraceIDs,
+				&reply.ProducerSubs, &reply.CreatedAts, &reply.Retries)
+		})
 		var missing *keyMissing
 		if !errors.As(err, &missing) || s.loadedRing() != nil {
 			break
@@ -470,12 +511,20 @@ func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult,
 	if err != nil {
 		return queen.PopResult{}, err
 	}
-	msgs, err := s.openMessages(ctx, reply.Messages)
+	sealed, err := reply.messages(req.Queue)
 	if err != nil {
 		return queen.PopResult{}, err
 	}
-	return queen.PopResult{LeaseID: reply.LeaseID, LeaseExpiresAt: reply.LeaseExpiresAt,
-		ConsumerGroup: req.ConsumerGroup, Messages: msgs}, nil
+	msgs, err := s.openMessages(ctx, sealed)
+	if err != nil {
+		return queen.PopResult{}, err
+	}
+	res := queen.PopResult{ConsumerGroup: req.ConsumerGroup, Messages: msgs}
+	if reply.LeaseID != nil {
+		at := reply.LeaseExpiresAt.UTC()
+		res.LeaseID, res.LeaseExpiresAt = *reply.LeaseID, &at
+	}
+	return res, nil
 }
 
 // Ack implements queen.Store.

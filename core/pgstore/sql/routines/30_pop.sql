@@ -60,30 +60,23 @@ END
 $fn$;
 
 -- _claim_read reads up to p_lim deliverable messages of a partition from
--- offset p_from (the segment holding it starts at p_seg), as pop returns
--- them; foreign_key is a key reference the caller does not hold, if any
--- message is sealed with one.
+-- offset p_from (the segment holding it starts at p_seg), in offset order;
+-- foreign_key is a key reference the caller does not hold, if any message
+-- is sealed with one.
+DROP FUNCTION IF EXISTS queen._claim_read(queen.queues, queen.consumers, text, bigint, bigint, int, text[],
+                                          timestamptz);
 CREATE OR REPLACE FUNCTION queen._claim_read(q queen.queues, cr queen.consumers, p_pname text, p_seg bigint,
                                               p_from bigint, p_lim int, p_keys text[], p_now timestamptz,
-                                              OUT msgs json[], OUT n int, OUT last bigint, OUT foreign_key text)
+                                              OUT items queen.popped[], OUT n int, OUT last bigint,
+                                              OUT foreign_key text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 BEGIN
-    SELECT array_agg(json_build_object(
-               'id', queen.message_id(cr.partition_id, m.off),
-               'transactionId', m.txid,
-               'partitionId', cr.partition_id,
-               'partition', p_pname,
-               'queue', q.name,
-               'offset', m.off,
-               'data', queen.payload_json(m.payload, m.key_id),
-               'keyId', m.key_id,
-               'traceId', m.trace_id,
-               'producerSub', m.producer_sub,
-               'createdAt', m.created_at,
-               'retryCount', CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END)
-             ORDER BY m.off),
+    SELECT array_agg(ROW(m.off, m.txid, m.payload, m.trace_id, m.created_at, m.producer_sub, m.key_id,
+                         CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END,
+                         cr.partition_id, p_pname)::queen.popped
+                     ORDER BY m.off),
            count(*), max(m.off), min(m.key_id) FILTER (WHERE NOT (m.key_id = ANY (coalesce(p_keys, '{}'))))
-    INTO msgs, n, last, foreign_key
+    INTO items, n, last, foreign_key
     FROM (
         SELECT sg.base_offset + u.ord - 1 AS off, u.txid, sg.payloads[u.ord] AS payload,
                sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub, sg.key_id
@@ -167,7 +160,7 @@ BEGIN
     END IF;
     PERFORM queen._claim_take(q, p_pid, p_group, rd.last, p_auto, p_lease, p_worker, p_now);
     r.status := 'claimed';
-    r.msgs := rd.msgs;
+    r.items := rd.items;
     r.n := rd.n;
     RETURN r;
 END
@@ -235,7 +228,7 @@ DECLARE
     v_scanned int := 0;
 BEGIN
     res.n := 0;
-    res.msgs := '{}';
+    res.items := '{}';
     SELECT pos INTO v_start FROM queen.ready_cursor WHERE queue_id = q.id AND group_name = p_group;
     v_pos := coalesce(v_start, 0);
     LOOP
@@ -277,7 +270,7 @@ BEGIN
             WHERE partition_id = v_pid AND group_name = p_group;  -- by ready_partition
         END IF;
         IF r.status = 'claimed' THEN
-            res.msgs := res.msgs || r.msgs;
+            res.items := res.items || r.items;
             res.n := res.n + r.n;
             v_parts := v_parts + 1;
         END IF;
@@ -289,11 +282,15 @@ BEGIN
 END
 $fn$;
 
--- pop leases up to batch messages from one partition (or up to `partitions`
--- partitions under one lease id, sharing the batch budget).
+-- _pop leases up to batch messages from one partition (or up to `partitions`
+-- partitions under one lease id, sharing the batch budget), and returns
+-- them in delivery order, with the lease (NULL when nothing was leased, or
+-- with autoAck) and its expiry.
 -- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker, keys}
-CREATE OR REPLACE FUNCTION queen.pop(p_req json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+CREATE OR REPLACE FUNCTION queen._pop(p_req json, p_now timestamptz,
+                                      OUT lease_id uuid, OUT lease_expires_at timestamptz,
+                                      OUT items queen.popped[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_now     timestamptz := coalesce(p_now, clock_timestamp());
     v_queue   text := p_req->>'queue';
@@ -309,17 +306,15 @@ DECLARE
     s         queen.subscriptions;
     r         queen.claim;
     v_pid     uuid;
-    v_pname   text;
-    v_msgs    json[] := '{}';
     v_got     int := 0;
 BEGIN
     IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'pop' AND enabled) THEN
-        RETURN json_build_object('messages', '[]'::json);  -- pop maintenance: nothing is delivered
+        RETURN;  -- pop maintenance: nothing is delivered
     END IF;
     s := queen._subscribe(v_queue, v_group, p_req->>'mode', (p_req->>'from')::timestamptz, v_now);
     SELECT * INTO q FROM queen.queues WHERE name = v_queue;
     IF NOT FOUND THEN
-        RETURN json_build_object('messages', '[]'::json);
+        RETURN;
     END IF;
 
     IF v_part IS NOT NULL THEN
@@ -327,7 +322,7 @@ BEGIN
         IF FOUND THEN
             r := queen._claim(q, s, v_pid, v_part, v_group, v_batch, v_lease, v_auto, v_worker, v_keys, v_now);
             IF r.status = 'claimed' THEN
-                v_msgs := r.msgs;
+                items := r.items;
                 v_got := r.n;
                 IF v_auto THEN
                     PERFORM queen._unschedule(v_pid, v_group);
@@ -336,15 +331,72 @@ BEGIN
         END IF;
     ELSE
         r := queen._pop_round(q, s, v_group, v_batch, v_maxp, v_lease, v_auto, v_worker, v_keys, v_now);
-        v_msgs := r.msgs;
+        items := r.items;
         v_got := r.n;
     END IF;
-
-    RETURN json_build_object(
-        'leaseId', CASE WHEN v_got > 0 AND NOT v_auto THEN v_lease END,
-        'leaseExpiresAt', CASE WHEN v_got > 0 AND NOT v_auto
-                               THEN v_now + make_interval(secs => q.lease_time) END,
-        'messages', coalesce(array_to_json(v_msgs), '[]'::json));
+    IF v_got > 0 AND NOT v_auto THEN
+        lease_id := v_lease;
+        lease_expires_at := v_now + make_interval(secs => q.lease_time);
+    END IF;
 END
 $fn$;
 
+-- pop_v2 is a pop (see _pop) whose messages come back as arrays, one
+-- element per message in delivery order: the Go core renders the reply
+-- (message ids as queen.message_id derives them), so the database neither
+-- parses the payloads nor renders JSON. A payload is its stored text:
+-- compact JSON, or the base64 text of a sealed one (key_ids names its key).
+CREATE OR REPLACE FUNCTION queen.pop_v2(p_req json, p_now timestamptz,
+                                        OUT lease_id uuid, OUT lease_expires_at timestamptz,
+                                        OUT pids uuid[], OUT pnames text[], OUT offs bigint[], OUT txids text[],
+                                        OUT payloads text[], OUT key_ids text[], OUT trace_ids text[],
+                                        OUT producer_subs text[], OUT created_ats timestamptz[], OUT retries int[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    p  record;
+BEGIN
+    p := queen._pop(p_req, p_now);
+    lease_id := p.lease_id;
+    lease_expires_at := p.lease_expires_at;
+    SELECT array_agg(m.pid ORDER BY m.o), array_agg(m.pname ORDER BY m.o), array_agg(m.off ORDER BY m.o),
+           array_agg(m.txid ORDER BY m.o), array_agg(m.payload ORDER BY m.o), array_agg(m.key_id ORDER BY m.o),
+           array_agg(m.trace_id ORDER BY m.o), array_agg(m.producer_sub ORDER BY m.o),
+           array_agg(m.created_at ORDER BY m.o), array_agg(m.retry ORDER BY m.o)
+    INTO pids, pnames, offs, txids, payloads, key_ids, trace_ids, producer_subs, created_ats, retries
+    FROM unnest(p.items) WITH ORDINALITY AS m(off, txid, payload, trace_id, created_at, producer_sub, key_id,
+                                              retry, pid, pname, o);
+END
+$fn$;
+
+-- pop is the previous release's pop: its reply as JSON,
+-- {leaseId, leaseExpiresAt, messages: [{id, transactionId, partitionId,
+-- partition, queue, offset, data, keyId, traceId, producerSub, createdAt,
+-- retryCount}]}.
+CREATE OR REPLACE FUNCTION queen.pop(p_req json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    p  record;
+BEGIN
+    p := queen._pop(p_req, p_now);
+    RETURN json_build_object(
+        'leaseId', p.lease_id,
+        'leaseExpiresAt', p.lease_expires_at,
+        'messages', coalesce((SELECT json_agg(json_build_object(
+                                  'id', queen.message_id(m.pid, m.off),
+                                  'transactionId', m.txid,
+                                  'partitionId', m.pid,
+                                  'partition', m.pname,
+                                  'queue', p_req->>'queue',
+                                  'offset', m.off,
+                                  'data', queen.payload_json(m.payload, m.key_id),
+                                  'keyId', m.key_id,
+                                  'traceId', m.trace_id,
+                                  'producerSub', m.producer_sub,
+                                  'createdAt', m.created_at,
+                                  'retryCount', m.retry) ORDER BY m.o)
+                              FROM unnest(p.items) WITH ORDINALITY AS m(off, txid, payload, trace_id, created_at,
+                                                                        producer_sub, key_id, retry, pid, pname,
+                                                                        o)),
+                             '[]'::json));
+END
+$fn$;
