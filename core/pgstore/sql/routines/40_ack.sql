@@ -129,8 +129,8 @@ DECLARE
     u record;
 BEGIN
     FOR u IN
-        SELECT DISTINCT (i->>'partitionId')::uuid AS pid, i->>'group' AS grp
-        FROM json_array_elements(p_items) i ORDER BY 1, 2
+        SELECT DISTINCT t."partitionId"::uuid AS pid, t."group" AS grp
+        FROM json_to_recordset(p_items) AS t("partitionId" text, "group" text) ORDER BY 1, 2
     LOOP
         PERFORM 1 FROM queen.consumers WHERE partition_id = u.pid AND group_name = u.grp FOR NO KEY UPDATE;
     END LOOP;
@@ -156,32 +156,41 @@ BEGIN
         -- Resolve transactionIds to offsets above the cursor: first among
         -- what was delivered to the group (one scan of each cursor's
         -- window), then in the undelivered tail.
-        WITH itm AS (
-            SELECT t.ord - 1 AS idx, (t.i->>'partitionId')::uuid AS pid, t.i->>'group' AS grp,
-                   t.i->>'transactionId' AS txid, t.i->>'status' AS status,
-                   (t.i->>'leaseId')::uuid AS lease, t.i->>'error' AS err,
-                   -- a subquery per item: as NOT EXISTS, a generic plan may hash
-                   -- every partition
-                   (SELECT p.id FROM queen.partitions p
-                    WHERE p.id = (t.i->>'partitionId')::uuid) IS NULL AS part_missing,
+        -- The items, read once; each (partition, group) they name is
+        -- looked up once, not once per item.
+        WITH raw AS (
+            SELECT (t.ord - 1)::int AS idx, t.pid::uuid AS pid, t.grp, t.txid, t.status, t.lease::uuid AS lease, t.err
+            FROM ROWS FROM (json_to_recordset(p_items) AS ("partitionId" text, "group" text, "transactionId" text,
+                                                           status text, "leaseId" text, error text))
+                 WITH ORDINALITY AS t(pid, grp, txid, status, lease, err, ord)
+        ),
+        cur AS MATERIALIZED (
+            SELECT u.pid, u.grp,
+                   -- a subquery per unit: as NOT EXISTS, a generic plan may
+                   -- hash every partition
+                   (SELECT p.id FROM queen.partitions p WHERE p.id = u.pid) IS NULL AS part_missing,
                    c.committed, c.delivered, c.cur_lease, c.expires
-            FROM json_array_elements(p_items) WITH ORDINALITY AS t(i, ord)
+            FROM (SELECT DISTINCT r.pid, r.grp FROM raw r) u
             -- The group's cursor; a subscribed group that has not read the
             -- partition yet is at its subscription start.
             LEFT JOIN LATERAL (
                 SELECT cc.committed, cc.delivered, cc.lease_id AS cur_lease, cc.lease_expires_at AS expires
                 FROM queen.consumers cc
-                WHERE cc.partition_id = (t.i->>'partitionId')::uuid AND cc.group_name = t.i->>'group'
+                WHERE cc.partition_id = u.pid AND cc.group_name = u.grp
                 UNION ALL
                 SELECT st.start, st.start, NULL, NULL
                 FROM (SELECT queen._start_offset(p.id, sb.from_ts) AS start
                       FROM queen.partitions p
                       JOIN queen.queues x ON x.id = p.queue_id
-                      JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = t.i->>'group'
-                      WHERE p.id = (t.i->>'partitionId')::uuid) st
+                      JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = u.grp
+                      WHERE p.id = u.pid) st
                 WHERE NOT EXISTS (SELECT 1 FROM queen.consumers cc
-                                  WHERE cc.partition_id = (t.i->>'partitionId')::uuid
-                                    AND cc.group_name = t.i->>'group')) c ON true
+                                  WHERE cc.partition_id = u.pid AND cc.group_name = u.grp)) c ON true
+        ),
+        itm AS (
+            SELECT r.idx, r.pid, r.grp, r.txid, r.status, r.lease, r.err, cu.part_missing,
+                   cu.committed, cu.delivered, cu.cur_lease, cu.expires
+            FROM raw r JOIN cur cu ON cu.pid = r.pid AND cu.grp = r.grp
         ),
         units AS (
             SELECT DISTINCT pid, grp, committed, delivered FROM itm
