@@ -44,7 +44,7 @@ var (
 	sqlPush        = query("push")
 	sqlPushOne     = query("push_partition")
 	sqlPop         = query("pop_v2")
-	sqlAck         = query("ack")
+	sqlAck         = query("ack_v2")
 	sqlTransact    = query("transact")
 	sqlExtendLease = query("extend_lease")
 	sqlConfigure   = query("configure")
@@ -534,15 +534,57 @@ func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, e
 		return nil, err
 	}
 	arg, _ := jsonArg(ackArgs(acks))
-	var out ackReply
-	if err := s.call(ctx, "ack", sqlAck, &out, arg, s.now()); err != nil {
+	var r ackV2Reply
+	err = s.retry(ctx, "ack", func() error {
+		r = ackV2Reply{}
+		return s.db.QueryRow(ctx, sqlAck, arg, s.now()).Scan(&r.OK, &r.Offsets, &r.Queues, &r.Partitions, &r.Results,
+			&r.DLQs, &r.Committed, &r.Released, &r.Errors, &r.Codes)
+	})
+	if err != nil {
 		return nil, err
 	}
-	results := ackResults(out.Results)
-	if !out.OK {
-		return results, ackError(results)
+	return r.render(acks)
+}
+
+// ackV2Reply is what ack_v2 returns: per item, in input order, its outcome
+// as parallel arrays (only Errors and Codes when OK is false).
+type ackV2Reply struct {
+	OK                                  bool
+	Offsets, Committed                  []*int64
+	Queues, Partitions, Results, Errors []string
+	Codes                               []string
+	DLQs, Released                      []bool
+}
+
+// render returns the results of acks as the reply gives them, and the
+// error of a rejected call.
+func (r *ackV2Reply) render(acks []queen.Ack) ([]queen.AckResult, error) {
+	n := len(acks)
+	lens := []int{len(r.Offsets), len(r.Queues), len(r.Partitions), len(r.Results), len(r.DLQs), len(r.Committed),
+		len(r.Released)}
+	if !r.OK {
+		lens = []int{len(r.Errors), len(r.Codes)}
 	}
-	return results, nil
+	for _, l := range lens {
+		if l != n {
+			return nil, fmt.Errorf("ack: %d results for %d items", l, n)
+		}
+	}
+	out := make([]queen.AckResult, n)
+	for i, a := range acks {
+		res := queen.AckResult{Index: i, TransactionID: a.TransactionID, PartitionID: a.PartitionID}
+		if !r.OK {
+			res.Error, res.Code = r.Errors[i], r.Codes[i]
+		} else {
+			res.ConsumerGroup, res.Queue, res.Partition, res.Offset = a.ConsumerGroup, r.Queues[i], r.Partitions[i], r.Offsets[i]
+			res.Success, res.Result, res.DLQ, res.Committed, res.LeaseReleased = true, r.Results[i], r.DLQs[i], r.Committed[i], r.Released[i]
+		}
+		out[i] = res
+	}
+	if !r.OK {
+		return out, ackError(out)
+	}
+	return out, nil
 }
 
 // ackError is the error of a rejected ack call: the first rejected item's.

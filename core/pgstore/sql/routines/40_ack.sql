@@ -79,12 +79,10 @@ DROP FUNCTION IF EXISTS queen._ack(json, timestamptz);
 CREATE OR REPLACE FUNCTION queen._ack(p_items json, p_now timestamptz, p_strict boolean)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    v_now   timestamptz := coalesce(p_now, clock_timestamp());
-    v_items queen.ack_item[] := queen._ack_resolve(p_items, v_now, p_strict);
-    v_units queen.ack_unit[] := '{}';
-    u       record;
+    a record;  -- _ack_apply
 BEGIN
-    IF EXISTS (SELECT 1 FROM unnest(v_items) x WHERE x.problem IS NOT NULL) THEN
+    a := queen._ack_apply(p_items, p_now, p_strict);
+    IF NOT a.ok THEN
         RETURN json_build_object('ok', false, 'results', (
             SELECT json_agg(json_build_object(
                        'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
@@ -92,12 +90,85 @@ BEGIN
                        'error', coalesce(x.problem, 'not applied: another item of this call was rejected'),
                        'code', CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END)
                    ORDER BY x.idx)
-            FROM unnest(v_items) x));
+            FROM unnest(a.items) x));
     END IF;
-    FOR u IN SELECT DISTINCT x.pid, x.grp FROM unnest(v_items) x ORDER BY 1, 2 LOOP
-        v_units := v_units || queen._ack_unit(u.pid, u.grp, v_items, v_now);
+    RETURN queen._ack_results(a.items, a.units);
+END
+$fn$;
+
+-- _ack_apply resolves the items (see _ack) and, when none is refused,
+-- applies them: ok, the resolved items, and what each cursor became.
+CREATE OR REPLACE FUNCTION queen._ack_apply(p_items json, p_now timestamptz, p_strict boolean,
+                                            OUT ok boolean, OUT items queen.ack_item[], OUT units queen.ack_unit[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    u     record;
+BEGIN
+    items := queen._ack_resolve(p_items, v_now, p_strict);
+    units := '{}';
+    ok := NOT EXISTS (SELECT 1 FROM unnest(items) x WHERE x.problem IS NOT NULL);
+    IF NOT ok THEN
+        RETURN;
+    END IF;
+    FOR u IN SELECT DISTINCT x.pid, x.grp FROM unnest(items) x ORDER BY 1, 2 LOOP
+        units := units || queen._ack_unit(u.pid, u.grp, items, v_now);
     END LOOP;
-    RETURN queen._ack_results(v_items, v_units);
+END
+$fn$;
+
+-- ack_v2 is an ack (see _ack) whose results come back as arrays, one
+-- element per item in input order (the caller knows each item's
+-- transactionId, partition and group): the Go core renders them. When ok
+-- is false nothing was applied and only errors and codes are set.
+CREATE OR REPLACE FUNCTION queen.ack_v2(p_items json, p_now timestamptz,
+                                        OUT ok boolean, OUT offs bigint[], OUT queues text[], OUT partitions text[],
+                                        OUT results text[], OUT dlqs boolean[], OUT committed bigint[],
+                                        OUT released boolean[], OUT errors text[], OUT codes text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+DECLARE
+    a record;  -- _ack_apply
+BEGIN
+    a := queen._ack_apply(p_items, p_now, false);
+    ok := a.ok;
+    IF NOT ok THEN
+        SELECT array_agg(coalesce(x.problem, 'not applied: another item of this call was rejected') ORDER BY x.idx),
+               array_agg(CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END ORDER BY x.idx)
+        INTO errors, codes
+        FROM unnest(a.items) x;
+        RETURN;
+    END IF;
+    SELECT array_agg(r.off ORDER BY r.idx), array_agg(r.qname ORDER BY r.idx), array_agg(r.pname ORDER BY r.idx),
+           array_agg(r.result ORDER BY r.idx), array_agg(r.dlq ORDER BY r.idx), array_agg(r.new ORDER BY r.idx),
+           array_agg(r.released ORDER BY r.idx)
+    INTO offs, queues, partitions, results, dlqs, committed, released
+    FROM queen._ack_rows(a.items, a.units) r;
+END
+$fn$;
+
+-- _ack_rows is the outcome of each applied item (see _ack_results).
+CREATE OR REPLACE FUNCTION queen._ack_rows(p_items queen.ack_item[], p_units queen.ack_unit[])
+RETURNS TABLE (idx int, txid text, pid uuid, grp text, off bigint, qname text, pname text, result text,
+               dlq boolean, new bigint, released boolean)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT x.idx, x.txid, x.pid, x.grp, x.off, un2.qname, un2.pname,
+           CASE
+               WHEN x.off IS NULL THEN 'already committed'
+               WHEN x.off = ANY (un2.dlq_offs) THEN 'dead-lettered'
+               WHEN x.off <= un2.new THEN 'committed'
+               WHEN x.off = un2.stop_off THEN 'redelivered'
+               ELSE 'not applied' END,
+           coalesce(x.off = ANY (un2.dlq_offs) AND x.status IN ('dlq', 'failed'), false),
+           un2.new, un2.released
+    FROM unnest(p_items) x
+    JOIN (SELECT un.*, p.name AS pname, xq.name AS qname  -- names looked up once per unit
+          FROM unnest(p_units) un
+          JOIN queen.partitions p ON p.id = un.pid
+          JOIN queen.queues xq ON xq.id = p.queue_id
+          OFFSET 0) un2 ON un2.pid = x.pid AND un2.grp = x.grp;
 END
 $fn$;
 
@@ -378,26 +449,16 @@ RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 BEGIN
     RETURN json_build_object('ok', true, 'results', (
         SELECT json_agg(json_build_object(
-                   'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
-                   'offset', x.off, 'consumerGroup', x.grp,
-                   'queue', un2.qname, 'partition', un2.pname,
+                   'index', r.idx, 'transactionId', r.txid, 'partitionId', r.pid,
+                   'offset', r.off, 'consumerGroup', r.grp,
+                   'queue', r.qname, 'partition', r.pname,
                    'success', true,
-                   'result', CASE
-                       WHEN x.off IS NULL THEN 'already committed'
-                       WHEN x.off = ANY (un2.dlq_offs) THEN 'dead-lettered'
-                       WHEN x.off <= un2.new THEN 'committed'
-                       WHEN x.off = un2.stop_off THEN 'redelivered'
-                       ELSE 'not applied' END,
-                   'dlq', coalesce(x.off = ANY (un2.dlq_offs) AND x.status IN ('dlq', 'failed'), false),
-                   'committed', un2.new,
-                   'leaseReleased', un2.released)
-               ORDER BY x.idx)
-        FROM unnest(p_items) x
-        JOIN (SELECT un.*, p.name AS pname, xq.name AS qname  -- names looked up once per unit
-              FROM unnest(p_units) un
-              JOIN queen.partitions p ON p.id = un.pid
-              JOIN queen.queues xq ON xq.id = p.queue_id
-              OFFSET 0) un2 ON un2.pid = x.pid AND un2.grp = x.grp));
+                   'result', r.result,
+                   'dlq', r.dlq,
+                   'committed', r.new,
+                   'leaseReleased', r.released)
+               ORDER BY r.idx)
+        FROM queen._ack_rows(p_items, p_units) r));
 END
 $fn$;
 
