@@ -48,6 +48,10 @@
 --   message, migration 0012) and queen.dedup (the others; BRIN on
 --   created_at for pruning). Per partition it inserts one segment and
 --   HOT-updates one row, and a dedup row per message after the first.
+-- * Pops and acks return arrays (pop_v2, ack_v2) that the Go core renders,
+--   so a pop never parses its payloads (a claim carries queen.popped rows)
+--   and an ack reads its items once (json_to_recordset) and each cursor
+--   once, not once per item.
 -- * Measured on 2 cores (pg_stat_statements, README): a 1-message push
 --   costs ~0.46 ms of backend time against ~0.1 ms for a bare INSERT; a
 --   100-message push to ~95 partitions holds their locks for ~3.9 ms of
