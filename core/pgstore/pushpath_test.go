@@ -256,3 +256,44 @@ func TestAckOfAnUndeliveredRepeatWithoutDedup(t *testing.T) {
 		t.Fatalf("ack of a again: %v, want a conflict (offset 2 was not delivered)", err)
 	}
 }
+
+// The same with the window on: an id reused after its window is stored
+// again, its key a row that the reaper prunes after the window, while the
+// key of the older copy, the first message of its segment, stays with its
+// segment. That older key must not pass for the newest.
+func TestAckOfAnUndeliveredRepeatAfterTheReaper(t *testing.T) {
+	e := pgstoretest.New(t)
+	configure(t, e, "reused", queen.QueueOptions{DedupWindowSeconds: ptr(5)})
+	push := func(txids ...string) {
+		t.Helper()
+		items := make([]queen.PushItem, len(txids))
+		for i, id := range txids {
+			items[i] = queen.PushItem{Queue: "reused", Partition: "p", Payload: payload(i), TransactionID: id}
+		}
+		res, err := e.Store.Push(ctx, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Status != queen.StatusQueued {
+				t.Fatalf("push %v: %+v", txids, res)
+			}
+		}
+	}
+	push("a") // offset 0, the first of its segment
+	e.Clock.Advance(10 * time.Second)
+	push("b", "a") // offsets 1 and 2: a's window has passed
+	r := pop(t, e, queen.PopRequest{Queue: "reused", Batch: 2})
+	if !equal(offsets(r.Messages), []int64{0, 1}) {
+		t.Fatalf("popped %v, want offsets 0 and 1", offsets(r.Messages))
+	}
+	mustAck(t, e, ack(r.Messages[0], "", r.LeaseID, queen.AckCompleted))
+	e.Clock.Advance(6 * time.Second)
+	if st, err := e.Store.Reap(ctx, 100); err != nil || st.DedupPruned == 0 {
+		t.Fatalf("reap: %+v %v, want the key row of offset 2 pruned", st, err)
+	}
+	_, err := e.Store.Ack(ctx, []queen.Ack{ack(r.Messages[0], "", r.LeaseID, queen.AckCompleted)})
+	if !errors.Is(err, queen.ErrConflict) {
+		t.Fatalf("ack of a again: %v, want a conflict (offset 2 was not delivered)", err)
+	}
+}

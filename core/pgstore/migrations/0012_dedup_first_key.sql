@@ -24,3 +24,7 @@ CREATE INDEX dedup_off_queue ON queen.dedup_off (queue_id);
 INSERT INTO queen.dedup_off (queue_id, since, until)
 SELECT x.id, '-infinity', CASE WHEN x.dedup_window > 0 THEN clock_timestamp() END
 FROM queen.queues x;
+
+-- The cutoff of the reaper's last pruning of key rows: no key row newer
+-- than it was removed (queen._locate_beyond relies on it).
+ALTER TABLE queen.reaper ADD COLUMN dedup_cutoff timestamptz;

@@ -10,8 +10,11 @@
 -- partition's unconsumed span, never by its history: a dedup key (a row,
 -- or a segment's first message) answers at once when it points past the
 -- delivered window (any offset there is rejected alike), or when it names
--- the newest message with that id — every message pushed since has a key,
--- because the queue's window has not been 0 since (queen.dedup_off).
+-- the newest message with that id: every message pushed since has a key,
+-- because the queue's window has not been 0 since (queen.dedup_off), and
+-- none of those keys was pruned, because the key is newer than the
+-- reaper's cutoff (a segment's first key is never pruned, so without that
+-- an old first key could hide a newer message whose key row is gone).
 -- Otherwise only the undelivered tail is read.
 CREATE OR REPLACE FUNCTION queen._locate_beyond(p_pid uuid, p_txid text, p_committed bigint,
                                                  p_delivered bigint)
@@ -36,10 +39,11 @@ BEGIN
                                          AND s.base_offset + cardinality(s.txids) > v_key) THEN
         RETURN v_key;
     END IF;
-    IF v_key <= p_delivered AND NOT EXISTS (
-           SELECT 1 FROM queen.dedup_off o
-           WHERE o.queue_id = (SELECT p.queue_id FROM queen.partitions p WHERE p.id = p_pid)
-             AND (o.until IS NULL OR o.until > v_at)) THEN
+    IF v_key <= p_delivered
+       AND v_at > coalesce((SELECT r.dedup_cutoff FROM queen.reaper r), '-infinity')
+       AND NOT EXISTS (SELECT 1 FROM queen.dedup_off o
+                       WHERE o.queue_id = (SELECT p.queue_id FROM queen.partitions p WHERE p.id = p_pid)
+                         AND (o.until IS NULL OR o.until > v_at)) THEN
         RETURN NULL;  -- the newest with that id: committed, or removed by retention
     END IF;
     SELECT s.base_offset + u.ord - 1 INTO v_off

@@ -59,6 +59,7 @@ DECLARE
     v_dedup    int := 0;
     v_retained int := 0;
     v_complete int := 0;
+    v_cutoff   timestamptz;
 BEGIN
     FOR lk IN
         SELECT partition_id, group_name FROM queen.consumers
@@ -78,11 +79,15 @@ BEGIN
     -- window (BRIN on created_at). Keys past their own queue's window are
     -- out of every probe already, and the time of this run keeps them out
     -- if the window grows (see configure and migration 0011).
-    INSERT INTO queen.reaper (one, last_reap) VALUES (true, v_now)
-    ON CONFLICT (one) DO UPDATE SET last_reap = greatest(queen.reaper.last_reap, EXCLUDED.last_reap);
+    -- The cutoff is kept too: an ack looking up a transactionId knows that
+    -- no key newer than it was removed (see _locate_beyond).
+    v_cutoff := v_now - make_interval(secs => (SELECT coalesce(max(x.dedup_window), 0) FROM queen.queues x));
+    INSERT INTO queen.reaper (one, last_reap, dedup_cutoff) VALUES (true, v_now, v_cutoff)
+    ON CONFLICT (one) DO UPDATE SET last_reap = greatest(queen.reaper.last_reap, EXCLUDED.last_reap),
+                                    dedup_cutoff = greatest(queen.reaper.dedup_cutoff, EXCLUDED.dedup_cutoff);
     DELETE FROM queen.dedup WHERE ctid = ANY (ARRAY(
         SELECT d.ctid FROM queen.dedup d
-        WHERE d.created_at <= v_now - make_interval(secs => (SELECT coalesce(max(x.dedup_window), 0) FROM queen.queues x))
+        WHERE d.created_at <= v_cutoff
         LIMIT p_limit));
     GET DIAGNOSTICS v_dedup = ROW_COUNT;
 
