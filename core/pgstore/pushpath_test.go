@@ -233,18 +233,8 @@ func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
 func TestAckOfAnUndeliveredRepeatWithoutDedup(t *testing.T) {
 	e := pgstoretest.New(t)
 	configure(t, e, "nodedup", queen.QueueOptions{DedupWindowSeconds: ptr(0)})
-	push := func(txids ...string) {
-		t.Helper()
-		items := make([]queen.PushItem, len(txids))
-		for i, id := range txids {
-			items[i] = queen.PushItem{Queue: "nodedup", Partition: "p", Payload: payload(i), TransactionID: id}
-		}
-		if _, err := e.Store.Push(ctx, items); err != nil {
-			t.Fatal(err)
-		}
-	}
-	push("a")      // offset 0, the first of its segment
-	push("b", "a") // offsets 1 and 2
+	pushQueued(t, e, "nodedup", "a")      // offset 0, the first of its segment
+	pushQueued(t, e, "nodedup", "b", "a") // offsets 1 and 2
 	r := pop(t, e, queen.PopRequest{Queue: "nodedup", Batch: 2})
 	if !equal(offsets(r.Messages), []int64{0, 1}) {
 		t.Fatalf("popped %v, want offsets 0 and 1", offsets(r.Messages))
@@ -264,25 +254,9 @@ func TestAckOfAnUndeliveredRepeatWithoutDedup(t *testing.T) {
 func TestAckOfAnUndeliveredRepeatAfterTheReaper(t *testing.T) {
 	e := pgstoretest.New(t)
 	configure(t, e, "reused", queen.QueueOptions{DedupWindowSeconds: ptr(5)})
-	push := func(txids ...string) {
-		t.Helper()
-		items := make([]queen.PushItem, len(txids))
-		for i, id := range txids {
-			items[i] = queen.PushItem{Queue: "reused", Partition: "p", Payload: payload(i), TransactionID: id}
-		}
-		res, err := e.Store.Push(ctx, items)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Status != queen.StatusQueued {
-				t.Fatalf("push %v: %+v", txids, res)
-			}
-		}
-	}
-	push("a") // offset 0, the first of its segment
+	pushQueued(t, e, "reused", "a") // offset 0, the first of its segment
 	e.Clock.Advance(10 * time.Second)
-	push("b", "a") // offsets 1 and 2: a's window has passed
+	pushQueued(t, e, "reused", "b", "a") // offsets 1 and 2: a's window has passed
 	r := pop(t, e, queen.PopRequest{Queue: "reused", Batch: 2})
 	if !equal(offsets(r.Messages), []int64{0, 1}) {
 		t.Fatalf("popped %v, want offsets 0 and 1", offsets(r.Messages))
@@ -295,5 +269,24 @@ func TestAckOfAnUndeliveredRepeatAfterTheReaper(t *testing.T) {
 	_, err := e.Store.Ack(ctx, []queen.Ack{ack(r.Messages[0], "", r.LeaseID, queen.AckCompleted)})
 	if !errors.Is(err, queen.ErrConflict) {
 		t.Fatalf("ack of a again: %v, want a conflict (offset 2 was not delivered)", err)
+	}
+}
+
+// pushQueued pushes one message per transactionId to partition p of queue,
+// in one request, and fails unless each is queued.
+func pushQueued(t *testing.T, e *pgstoretest.Env, queue string, txids ...string) {
+	t.Helper()
+	items := make([]queen.PushItem, len(txids))
+	for i, id := range txids {
+		items[i] = queen.PushItem{Queue: queue, Partition: "p", Payload: payload(i), TransactionID: id}
+	}
+	res, err := e.Store.Push(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Status != queen.StatusQueued {
+			t.Fatalf("push %v to %s: %+v", txids, queue, res)
+		}
 	}
 }
