@@ -8,7 +8,9 @@
 -- the keys of the others. A probe looks at both and checks a segment it
 -- finds by its partition and first transactionId, so a hash collision is
 -- never taken for a duplicate.
-CREATE INDEX segments_first_key ON queen.segments (queen.dedup_key(partition_id, txids[1]));
+-- With the time, so a probe reads only the entries inside its window, and
+-- an id that is reused again and again costs no more than one that is not.
+CREATE INDEX segments_first_key ON queen.segments (queen.dedup_key(partition_id, txids[1]), created_at);
 
 -- The index holds the first key of every segment, also of pushes made
 -- while the queue's window was 0, which recorded no key. This table keeps

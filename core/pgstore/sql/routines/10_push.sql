@@ -136,9 +136,9 @@ BEGIN
                  FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid
                        FROM queen.segments s
                        WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(j.pid, j.txid)
+                         AND s.created_at > j.ts - make_interval(secs => j.dedup_window) AND s.created_at > fl.floor
                        OFFSET 0) c
                  WHERE c.partition_id = j.pid AND c.txid = j.txid
-                   AND c.created_at > j.ts - make_interval(secs => j.dedup_window) AND c.created_at > fl.floor
                    AND NOT queen._dedup_off(j.queue_id, c.created_at)),
                 (SELECT d.msg_offset FROM queen.dedup d
                  WHERE d.key = queen.dedup_key(j.pid, j.txid)
@@ -410,10 +410,10 @@ BEGIN
                     FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid
                           FROM queen.segments s
                           WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(t.pid, u.txid)
+                            AND s.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
+                            AND s.created_at > coalesce(t.dedup_floor, '-infinity')
                           OFFSET 0) c  -- by the key index only, never along the partition
                     WHERE c.partition_id = t.pid AND c.txid = u.txid
-                      AND c.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
-                      AND c.created_at > coalesce(t.dedup_floor, '-infinity')
                       AND NOT queen._dedup_off(t.qid, c.created_at)),
                    -- …or any other
                    (SELECT d.msg_offset FROM queen.dedup d

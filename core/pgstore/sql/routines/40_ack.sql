@@ -20,20 +20,27 @@ CREATE OR REPLACE FUNCTION queen._locate_beyond(p_pid uuid, p_txid text, p_commi
                                                  p_delivered bigint)
 RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    v_key bigint;
-    v_at  timestamptz;
-    v_off bigint;
+    v_key    bigint;
+    v_at     timestamptz;
+    v_seg    bigint;
+    v_seg_at timestamptz;
+    v_off    bigint;
 BEGIN
-    SELECT k.off, k.at INTO v_key, v_at
-    FROM (SELECT d.msg_offset AS off, d.created_at AS at FROM queen.dedup d
-          WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_pid, d.msg_offset, p_txid)
-          UNION ALL
-          SELECT c.base_offset, c.created_at
-          FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid FROM queen.segments s
-                WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(p_pid, p_txid)
-                OFFSET 0) c
-          WHERE c.partition_id = p_pid AND c.txid = p_txid) k
-    ORDER BY k.off DESC LIMIT 1;
+    SELECT d.msg_offset, d.created_at INTO v_key, v_at FROM queen.dedup d
+    WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_pid, d.msg_offset, p_txid)
+    ORDER BY d.msg_offset DESC LIMIT 1;
+    -- The newest segment that starts with the id: its key entries newest
+    -- first, so an id stored many times costs one match, not its history.
+    SELECT c.base_offset, c.created_at INTO v_seg, v_seg_at
+    FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid FROM queen.segments s
+          WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(p_pid, p_txid)
+          ORDER BY s.created_at DESC OFFSET 0) c
+    WHERE c.partition_id = p_pid AND c.txid = p_txid
+    LIMIT 1;
+    IF v_seg > v_key OR v_key IS NULL THEN
+        v_key := v_seg;
+        v_at := v_seg_at;
+    END IF;
     IF v_key > p_delivered AND EXISTS (SELECT 1 FROM queen.segments s
                                        WHERE s.partition_id = p_pid AND s.base_offset <= v_key
                                          AND s.base_offset + cardinality(s.txids) > v_key) THEN
