@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,5 +289,36 @@ func pushQueued(t *testing.T, e *pgstoretest.Env, queue string, txids ...string)
 		if r.Status != queen.StatusQueued {
 			t.Fatalf("push %v to %s: %+v", txids, queue, res)
 		}
+	}
+}
+
+// Concurrent configure calls that toggle the window between 0 and on must
+// leave dedup working once the window is on: a period without dedup that
+// was never closed would hide every later first key.
+func TestConcurrentWindowChangesLeaveDedupOn(t *testing.T) {
+	e := pgstoretest.New(t)
+	configure(t, e, "toggled", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				w := 3600 * ((g + i) % 2)
+				if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "toggled",
+					Options: queen.QueueOptions{DedupWindowSeconds: &w}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	configure(t, e, "toggled", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
+	e.Clock.Advance(time.Second)
+	pushQueued(t, e, "toggled", "k")
+	res, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "toggled", Partition: "p", Payload: payload(1), TransactionID: "k"}})
+	if err != nil || res[0].Status != queen.StatusDuplicate {
+		t.Fatalf("k pushed twice with the window on after concurrent changes: %+v %v, want a duplicate", res, err)
 	}
 }
