@@ -322,3 +322,26 @@ func TestConcurrentWindowChangesLeaveDedupOn(t *testing.T) {
 		t.Fatalf("k pushed twice with the window on after concurrent changes: %+v %v, want a duplicate", res, err)
 	}
 }
+
+// The reaper prunes a key past the window in force when it runs. A reap
+// under a long window followed by a short spell of window 0 with no reap
+// in it prunes nothing: once the window is back the key is still live.
+func TestWindowChangeWithoutAReapKeepsKeys(t *testing.T) {
+	e := pgstoretest.New(t)
+	configure(t, e, "spell", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
+	pushQueued(t, e, "spell", "a")
+	e.Clock.Advance(10 * time.Second)
+	if _, err := e.Store.Reap(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	e.Clock.Advance(10 * time.Second)
+	configure(t, e, "spell", queen.QueueOptions{DedupWindowSeconds: ptr(0)})
+	e.Clock.Advance(10 * time.Second)
+	configure(t, e, "spell", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
+	e.Clock.Advance(10 * time.Second)
+	res, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "spell", Partition: "p", Payload: payload(1), TransactionID: "a"}})
+	if err != nil || res[0].Status != queen.StatusDuplicate || res[0].Offset != 0 {
+		t.Fatalf("a pushed again 40 s later, window 3600 with a spell of 0 and no reap in it: %+v %v, want a duplicate of offset 0",
+			res, err)
+	}
+}

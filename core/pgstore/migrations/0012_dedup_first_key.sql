@@ -30,3 +30,7 @@ FROM queen.queues x;
 -- The cutoff of the reaper's last pruning of key rows: no key row newer
 -- than it was removed (queen._locate_beyond relies on it).
 ALTER TABLE queen.reaper ADD COLUMN dedup_cutoff timestamptz;
+
+-- When the queue's window was last changed: a change moves the floor only
+-- by a reap that ran under the window it replaces (see configure).
+ALTER TABLE queen.dedup_floor ADD COLUMN window_since timestamptz;

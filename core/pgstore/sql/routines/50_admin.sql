@@ -151,10 +151,17 @@ BEGIN
     WHERE name = p_queue
     RETURNING * INTO q;
     IF q.dedup_window <> v_window THEN
-        -- The keys the reaper took out under the old window stay out.
-        INSERT INTO queen.dedup_floor (queue_id, floor)
-        SELECT q.id, r.last_reap - make_interval(secs => v_window) FROM queen.reaper r
-        ON CONFLICT (queue_id) DO UPDATE SET floor = greatest(queen.dedup_floor.floor, EXCLUDED.floor);
+        -- The keys the reaper took out under the old window stay out: those
+        -- of its last run, if that ran while the old window was in force.
+        INSERT INTO queen.dedup_floor (queue_id, floor, window_since)
+        SELECT q.id,
+               CASE WHEN r.last_reap >= coalesce((SELECT f.window_since FROM queen.dedup_floor f WHERE f.queue_id = q.id),
+                                                 q.created_at)
+                    THEN r.last_reap - make_interval(secs => v_window) ELSE '-infinity' END,
+               v_at
+        FROM (SELECT (SELECT x.last_reap FROM queen.reaper x) AS last_reap) r
+        ON CONFLICT (queue_id) DO UPDATE SET floor = greatest(queen.dedup_floor.floor, EXCLUDED.floor),
+                                             window_since = EXCLUDED.window_since;
         -- Pushes made while the window is 0 record no key (their segments'
         -- first keys are ignored, see queen._dedup_off).
         IF q.dedup_window = 0 THEN
