@@ -86,6 +86,24 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
                    WHERE o.queue_id = p_qid AND p_at >= o.since AND (o.until IS NULL OR p_at < o.until))
 $$;
 
+-- _first_keys lists the segments of partition p_pid whose first message
+-- has transactionId p_txid and that were pushed after p_since, newest
+-- first: the dedup keys kept as segments_first_key entries (migration
+-- 0012). Inlined into its callers; found by the key index only (the fence
+-- keeps a plan from walking the partition instead), the time bounded in
+-- the index so an id stored many times costs only its entries in range.
+CREATE OR REPLACE FUNCTION queen._first_keys(p_pid uuid, p_txid text, p_since timestamptz)
+RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT c.base_offset, c.created_at
+    FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid
+          FROM queen.segments s
+          WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(p_pid, p_txid)
+            AND s.created_at > p_since
+          ORDER BY s.created_at DESC
+          OFFSET 0) c
+    WHERE c.partition_id = p_pid AND c.txid = p_txid
+$$;
+
 -- payload_json renders a stored payload for a reply: plain JSON text as
 -- itself, a sealed payload (p_key set) as a JSON string of its base64 text,
 -- which the Go core opens.

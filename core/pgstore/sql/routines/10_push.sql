@@ -132,14 +132,10 @@ BEGIN
                             '-infinity') AS floor) fl
         CROSS JOIN LATERAL (  -- as in push_partition
             SELECT CASE WHEN j.dedup_window > 0 THEN greatest(
-                (SELECT max(c.base_offset)
-                 FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid
-                       FROM queen.segments s
-                       WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(j.pid, j.txid)
-                         AND s.created_at > j.ts - make_interval(secs => j.dedup_window) AND s.created_at > fl.floor
-                       OFFSET 0) c
-                 WHERE c.partition_id = j.pid AND c.txid = j.txid
-                   AND NOT queen._dedup_off(j.queue_id, c.created_at)),
+                (SELECT max(fk.base_offset)
+                 FROM queen._first_keys(j.pid, j.txid,
+                                        greatest(j.ts - make_interval(secs => j.dedup_window), fl.floor)) fk
+                 WHERE NOT queen._dedup_off(j.queue_id, fk.created_at)),
                 (SELECT d.msg_offset FROM queen.dedup d
                  WHERE d.key = queen.dedup_key(j.pid, j.txid)
                    AND d.created_at > j.ts - make_interval(secs => j.dedup_window) AND d.created_at > fl.floor
@@ -406,15 +402,11 @@ BEGIN
                -- while the table was small would scan it for good
                CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN greatest(
                    -- the newest live key: a segment's first message…
-                   (SELECT max(c.base_offset)
-                    FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid
-                          FROM queen.segments s
-                          WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(t.pid, u.txid)
-                            AND s.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
-                            AND s.created_at > coalesce(t.dedup_floor, '-infinity')
-                          OFFSET 0) c  -- by the key index only, never along the partition
-                    WHERE c.partition_id = t.pid AND c.txid = u.txid
-                      AND NOT queen._dedup_off(t.qid, c.created_at)),
+                   (SELECT max(fk.base_offset)
+                    FROM queen._first_keys(t.pid, u.txid,
+                                           greatest(push_partition.created_at - make_interval(secs => t.dedup_window),
+                                                    coalesce(t.dedup_floor, '-infinity'))) fk
+                    WHERE NOT queen._dedup_off(t.qid, fk.created_at)),
                    -- …or any other
                    (SELECT d.msg_offset FROM queen.dedup d
                     WHERE d.key = queen.dedup_key(t.pid, u.txid)

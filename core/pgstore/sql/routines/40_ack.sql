@@ -31,11 +31,8 @@ BEGIN
     ORDER BY d.msg_offset DESC LIMIT 1;
     -- The newest segment that starts with the id: its key entries newest
     -- first, so an id stored many times costs one match, not its history.
-    SELECT c.base_offset, c.created_at INTO v_seg, v_seg_at
-    FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid FROM queen.segments s
-          WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(p_pid, p_txid)
-          ORDER BY s.created_at DESC OFFSET 0) c
-    WHERE c.partition_id = p_pid AND c.txid = p_txid
+    SELECT fk.base_offset, fk.created_at INTO v_seg, v_seg_at
+    FROM queen._first_keys(p_pid, p_txid, '-infinity') fk
     LIMIT 1;
     IF v_seg > v_key OR v_key IS NULL THEN
         v_key := v_seg;
