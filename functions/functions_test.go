@@ -242,9 +242,9 @@ func testPush(t *testing.T, start func(env ...string) *emulator) {
 		}
 	}
 	// Each is the first message of its segment, whose key is the segment's.
-	if n := count(t, env, `SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id
+	if n := count(t, env, `SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num
 		JOIN queen.queues x ON x.id = p.queue_id AND x.name = 'ingest'
-		WHERE queen.dedup_key(s.partition_id, s.txids[1]) IN (queen.dedup_key(p.id, 'sqs-1'), queen.dedup_key(p.id, 'sqs-2'))`); n != 2 {
+		WHERE coalesce(s.txid, s.txids[1]) IN ('sqs-1', 'sqs-2')`); n != 2 {
 		t.Errorf("dedup keys for the SQS message ids: %d, want 2", n)
 	}
 	dups := fn.logLines("duplicate message")
@@ -271,7 +271,8 @@ func testPush(t *testing.T, start func(env ...string) *emulator) {
 	}
 	var detail string
 	if err := env.Pool.QueryRow(context.Background(),
-		`SELECT s.payloads[1]::text FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id WHERE p.name = 'c-42'`).Scan(&detail); err != nil ||
+		`SELECT (queen.seg_all(s.payload, s.payloads))[1] FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num
+		WHERE p.name = 'c-42'`).Scan(&detail); err != nil ||
 		!strings.Contains(detail, "12.5") {
 		t.Errorf("EventBridge payload %q, %v: want the detail", detail, err)
 	}
@@ -372,7 +373,7 @@ func testPop(t *testing.T, start func(env ...string) *emulator) {
 	if _, err := sealer.Push(context.Background(), []queen.PushItem{{Queue: "vault", Payload: json.RawMessage(`{"pin":"2468"}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, env, `SELECT count(*) FROM queen.segments WHERE key_id LIKE 'k1.%' AND payloads[1] NOT LIKE '%2468%'`); n != 1 {
+	if n := count(t, env, `SELECT count(*) FROM queen.segments WHERE key_id LIKE 'k1.%' AND (queen.seg_all(payload, payloads))[1] NOT LIKE '%2468%'`); n != 1 {
 		t.Fatalf("the encrypted queue's payload is not stored sealed")
 	}
 	r = fn.http("GET", "/api/v1/pop/queue/vault", "")

@@ -53,8 +53,8 @@ func storedPayloads(t *testing.T, s *server, queue string) (payloads, keys []str
 	t.Helper()
 	rows, err := s.env.Pool.Query(context.Background(), `
 		SELECT u.p, coalesce(sg.key_id, '') FROM queen.segments sg
-		JOIN queen.partitions pt ON pt.id = sg.partition_id JOIN queen.queues q ON q.id = pt.queue_id
-		CROSS JOIN LATERAL unnest(sg.payloads) AS u(p)
+		JOIN queen.partitions pt ON pt.num = sg.partition_num JOIN queen.queues q ON q.id = pt.queue_id
+		CROSS JOIN LATERAL unnest(queen.seg_all(sg.payload, sg.payloads)) AS u(p)
 		WHERE q.name = $1
 		UNION ALL
 		SELECT payload, coalesce(key_id, '') FROM queen.dlq WHERE queue_name = $1`, queue)

@@ -42,7 +42,7 @@ func (z *fuzzIngest) logged(t *testing.T, tx string) bool {
 	t.Helper()
 	var ok bool
 	if err := z.env.Pool.QueryRow(context.Background(),
-		`SELECT EXISTS (SELECT 1 FROM queen.segments WHERE $1 = ANY (txids))`, tx).Scan(&ok); err != nil {
+		`SELECT EXISTS (SELECT 1 FROM queen.segments WHERE $1 = ANY (queen.seg_all(txid, txids)))`, tx).Scan(&ok); err != nil {
 		t.Fatal(err)
 	}
 	return ok

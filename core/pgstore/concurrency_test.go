@@ -904,10 +904,10 @@ func ccReadDB(t *testing.T, ctx context.Context, e *pgstoretest.Env) *ccDB {
 
 	// Segments: contiguous from 0 to last_offset, arrays of one length,
 	// created_at monotone per partition.
-	rows, err = e.Pool.Query(ctx, `SELECT s.partition_id::text, s.base_offset, s.created_at, s.txids, s.payloads,
-		coalesce(cardinality(s.trace_ids), -1)
-		FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues x ON x.id = p.queue_id
-		WHERE x.name = $1 ORDER BY s.partition_id, s.base_offset`, ccQueue)
+	rows, err = e.Pool.Query(ctx, `SELECT p.id::text, s.base_offset, s.created_at, queen.seg_all(s.txid, s.txids),
+		queen.seg_all(s.payload, s.payloads), coalesce(cardinality(s.trace_ids), -1)
+		FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num JOIN queen.queues x ON x.id = p.queue_id
+		WHERE x.name = $1 ORDER BY p.id, s.base_offset`, ccQueue)
 	if err != nil {
 		t.Fatalf("read segments: %v", err)
 	}

@@ -1,13 +1,16 @@
 package pgstore_test
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
@@ -148,5 +151,91 @@ func TestPreviousReleaseCallsWork(t *testing.T) {
 	res := pop(t, e, queen.PopRequest{Queue: "fresh", Batch: 10})
 	if len(res.Messages) != 1 || string(res.Messages[0].Data) != "[1, 2]" && string(res.Messages[0].Data) != "[1,2]" {
 		t.Fatalf("current pop of the previous release's push: %+v", res.Messages)
+	}
+}
+
+// Migration 0014 rewrites the log: segments name their partition by
+// number, and a segment of one message keeps it in scalar columns. A
+// database with messages stored the old way reads the same after it: each
+// message in order with its payload, transactionId and traceId, and the
+// dedup keys of all of them (a segment's first, a key row) still live.
+func TestMigrationToSmallSegmentsKeepsTheLog(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t) // its pool connects on first use, after the rewrite below
+	conn, err := pgx.Connect(ctx, e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The schema as 0013 left it, recorded as applied.
+	script := `DROP SCHEMA queen CASCADE;
+		CREATE SCHEMA queen;
+		CREATE TABLE queen.schema_migrations (version text PRIMARY KEY, checksum text NOT NULL,
+		                                      applied_at timestamptz NOT NULL DEFAULT now());
+	`
+	for _, m := range pgstore.Migrations() {
+		if m.Version >= "0014" {
+			break
+		}
+		sum := sha256.Sum256([]byte(m.SQL))
+		script += m.SQL + fmt.Sprintf("\n;INSERT INTO queen.schema_migrations (version, checksum) VALUES ('%s', '%x');\n",
+			m.Version, sum)
+	}
+	// Partition a: a segment of three messages (the last two with key rows)
+	// and one of one; partition b: one of one.
+	script += `
+		INSERT INTO queen.queues (name, created_at, updated_at) VALUES ('old', '2026-01-01 11:59:00Z', '2026-01-01 11:59:00Z');
+		INSERT INTO queen.partitions (id, queue_id, name, last_offset, last_pushed_at, created_at)
+		SELECT p.id::uuid, x.id, p.name, p.last, '2026-01-01 11:59:00Z', '2026-01-01 11:59:00Z'
+		FROM queen.queues x, (VALUES ('a0000000-0000-4000-8000-000000000000', 'a', 3),
+		                             ('b0000000-0000-4000-8000-000000000000', 'b', 0)) AS p(id, name, last);
+		INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids) VALUES
+		  ('a0000000-0000-4000-8000-000000000000', 0, '2026-01-01 11:59:00Z', '{m0,m1,m2}',
+		   ARRAY['{"n": 0}', '{"n": 1}', '{"n": 2}'], ARRAY['t0', NULL, 't2']),
+		  ('a0000000-0000-4000-8000-000000000000', 3, '2026-01-01 11:59:01Z', '{m3}', ARRAY['{"n": 3}'], NULL),
+		  ('b0000000-0000-4000-8000-000000000000', 0, '2026-01-01 11:59:02Z', '{m4}', ARRAY['"four"'], NULL);
+		INSERT INTO queen.dedup (key, msg_offset, created_at)
+		SELECT queen.dedup_key('a0000000-0000-4000-8000-000000000000', 'm' || o), o, '2026-01-01 11:59:00Z'
+		FROM generate_series(1, 2) o;`
+	if _, err := conn.PgConn().Exec(ctx, script).ReadAll(); err != nil {
+		t.Fatalf("the database before 0014: %v", err)
+	}
+	if res, err := pgstore.MigrateURL(ctx, e.URL); err != nil || len(res.Applied) == 0 || res.Applied[0] != "0014_small_segments" {
+		t.Fatalf("migrate: %+v %v", res, err)
+	}
+
+	type msg struct {
+		txid, data, trace string
+		off               int64
+	}
+	read := func(partition string) []msg {
+		var out []msg
+		for _, m := range pop(t, e, queen.PopRequest{Queue: "old", Partition: partition, Batch: 10}).Messages {
+			tr := ""
+			if m.TraceID != nil {
+				tr = *m.TraceID
+			}
+			out = append(out, msg{m.TransactionID, string(m.Data), tr, m.Offset})
+		}
+		return out
+	}
+	wantA := []msg{{"m0", `{"n": 0}`, "t0", 0}, {"m1", `{"n": 1}`, "", 1}, {"m2", `{"n": 2}`, "t2", 2}, {"m3", `{"n": 3}`, "", 3}}
+	if got := read("a"); !slices.Equal(got, wantA) {
+		t.Errorf("partition a after the migration: %+v, want %+v", got, wantA)
+	}
+	if got, want := read("b"), []msg{{"m4", `"four"`, "", 0}}; !slices.Equal(got, want) {
+		t.Errorf("partition b after the migration: %+v, want %+v", got, want)
+	}
+	for _, c := range []struct {
+		partition, txid string
+		off             int64
+	}{{"a", "m0", 0}, {"a", "m2", 2}, {"a", "m3", 3}, {"b", "m4", 0}} {
+		res, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "old", Partition: c.partition, Payload: payload(1), TransactionID: c.txid}})
+		if err != nil || res[0].Status != queen.StatusDuplicate || res[0].Offset != c.off {
+			t.Errorf("%s pushed again to %s: %+v %v, want a duplicate of offset %d", c.txid, c.partition, res, err, c.off)
+		}
+	}
+	if res := pushN(t, e, "old", "a", "new", 1); res[0].Status != queen.StatusQueued || res[0].Offset != 4 {
+		t.Errorf("a new message after the migration: %+v, want offset 4", res)
 	}
 }

@@ -112,7 +112,8 @@ func TestDedupHashCollisionIsNotADuplicate(t *testing.T) {
 	for _, spread := range []bool{false, true} {
 		victim := fmt.Sprintf("victim-%v", spread)
 		if _, err := e.Pool.Exec(ctx, `INSERT INTO queen.dedup (key, msg_offset, created_at)
-			SELECT queen.dedup_key($1, $2), 0, created_at FROM queen.segments WHERE partition_id = $1 AND base_offset = 0`,
+			SELECT queen.dedup_key($1, $2), 0, s.created_at FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num
+			WHERE p.id = $1 AND s.base_offset = 0`,
 			first.PartitionID, victim); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +213,7 @@ func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
 		if st, err := e.Store.Reap(ctx, 100); err != nil || st.SegmentsRetained == 0 {
 			t.Fatalf("%s: reap after the retention: %+v %v", name, st, err)
 		}
-		if n := count(t, e, `SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id
+		if n := count(t, e, `SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num
 			JOIN queen.queues x ON x.id = p.queue_id WHERE x.name = '`+q+`' AND p.name = 'p'`); n != 0 {
 			t.Fatalf("%s: %d segments left after the retention", name, n)
 		}

@@ -622,8 +622,8 @@ func (r *runner) storage(ctx context.Context) error {
 		}
 		var payload, msgs int64
 		err = r.pool.QueryRow(ctx, `SELECT coalesce(sum(octet_length(u.p) + octet_length(u.t)), 0), count(*)
-			FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id JOIN queen.queues x ON x.id = p.queue_id,
-			     unnest(s.payloads, s.txids) AS u(p, t)
+			FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num JOIN queen.queues x ON x.id = p.queue_id,
+			     unnest(queen.seg_all(s.payload, s.payloads), queen.seg_all(s.txid, s.txids)) AS u(p, t)
 			WHERE x.name = $1`, queue).Scan(&payload, &msgs)
 		if err != nil {
 			return err

@@ -23,7 +23,7 @@ FROM (
                 ELSE 'pending' END AS status
     FROM (
         SELECT p.id AS pid, p.name AS pname, x.name AS qname, sg.base_offset + u.ord - 1 AS off,
-               u.txid, sg.payloads[u.ord] AS payload, sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub,
+               u.txid, u.payload, sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub,
                sg.key_id,
                g.total, (SELECT count(*) FROM unnest(g.positions) pos WHERE pos >= sg.base_offset + u.ord - 1) AS consumed_by
         FROM queen.queues x
@@ -36,12 +36,13 @@ FROM (
             WHERE sb.queue_name = x.name) g
         CROSS JOIN LATERAL (
             SELECT s.* FROM queen.segments s
-            WHERE s.partition_id = p.id
+            WHERE s.partition_num = p.num
               AND s.base_offset >= coalesce((SELECT max(base_offset) FROM queen.segments
-                                             WHERE partition_id = p.id AND base_offset <= $3), 0)
+                                             WHERE partition_num = p.num AND base_offset <= $3), 0)
             ORDER BY s.base_offset
             LIMIT $4) sg
-        CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS u(txid, ord)
+        CROSS JOIN LATERAL unnest(queen.seg_all(sg.txid, sg.txids), queen.seg_all(sg.payload, sg.payloads))
+                           WITH ORDINALITY AS u(txid, payload, ord)
         WHERE x.name = $1 AND ($2::text IS NULL OR p.name = $2)
           AND sg.base_offset + u.ord - 1 >= $3
         ORDER BY p.name, off

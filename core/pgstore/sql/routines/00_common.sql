@@ -65,15 +65,29 @@ RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT md5(p_pid::text || ':' || p_off::text)::uuid
 $$;
 
+-- A segment of one message keeps it in scalar columns (txid, payload), a
+-- segment of several in arrays (txids, payloads), migration 0014. seg_all
+-- reads either as an array, seg_last gives the segment's last offset.
+CREATE OR REPLACE FUNCTION queen.seg_all(p_one text, p_many text[])
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(p_many, ARRAY[p_one])
+$$;
+
+CREATE OR REPLACE FUNCTION queen.seg_last(p_base bigint, p_many text[])
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_base + coalesce(cardinality(p_many), 1) - 1
+$$;
+
 -- _dedup_same says whether the message stored at offset p_off of partition
--- p_pid has transactionId p_txid, for a dedup key whose hash matched: true
--- when it has, and when retention removed it (then the hash is all there
--- is left to go by).
-CREATE OR REPLACE FUNCTION queen._dedup_same(p_pid uuid, p_off bigint, p_txid text)
+-- number p_num has transactionId p_txid, for a dedup key whose hash
+-- matched: true when it has, and when retention removed it (then the hash
+-- is all there is left to go by).
+DROP FUNCTION IF EXISTS queen._dedup_same(uuid, bigint, text);
+CREATE OR REPLACE FUNCTION queen._dedup_same(p_num bigint, p_off bigint, p_txid text)
 RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT s.txids[p_off - s.base_offset + 1] = p_txid
+    SELECT coalesce((SELECT (queen.seg_all(s.txid, s.txids))[p_off - s.base_offset + 1] = p_txid
                      FROM queen.segments s
-                     WHERE s.partition_id = p_pid AND s.base_offset <= p_off
+                     WHERE s.partition_num = p_num AND s.base_offset <= p_off
                      ORDER BY s.base_offset DESC LIMIT 1), true)
 $$;
 
@@ -86,22 +100,24 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
                    WHERE o.queue_id = p_qid AND p_at >= o.since AND (o.until IS NULL OR p_at < o.until))
 $$;
 
--- _first_keys lists the segments of partition p_pid whose first message
--- has transactionId p_txid and that were pushed after p_since, newest
--- first: the dedup keys kept as segments_first_key entries (migration
--- 0012). Inlined into its callers; found by the key index only (the fence
--- keeps a plan from walking the partition instead), the time bounded in
--- the index so an id stored many times costs only its entries in range.
-CREATE OR REPLACE FUNCTION queen._first_keys(p_pid uuid, p_txid text, p_since timestamptz)
+-- _first_keys lists the segments of partition number p_num whose first
+-- message has transactionId p_txid and that were pushed after p_since,
+-- newest first: the dedup keys kept as segments_first_key entries
+-- (migrations 0012, 0014). Inlined into its callers; found by the key index
+-- only (the fence keeps a plan from walking the partition instead), the
+-- time bounded in the index (to the minute) so an id stored many times
+-- costs only its entries in range.
+DROP FUNCTION IF EXISTS queen._first_keys(uuid, text, timestamptz);
+CREATE OR REPLACE FUNCTION queen._first_keys(p_num bigint, p_txid text, p_since timestamptz)
 RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE AS $$
     SELECT c.base_offset, c.created_at
-    FROM (SELECT s.partition_id, s.base_offset, s.created_at, s.txids[1] AS txid
+    FROM (SELECT s.partition_num, s.base_offset, s.created_at, coalesce(s.txid, s.txids[1]) AS txid
           FROM queen.segments s
-          WHERE queen.dedup_key(s.partition_id, s.txids[1]) = queen.dedup_key(p_pid, p_txid)
-            AND s.created_at > p_since
-          ORDER BY s.created_at DESC
+          WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
+            AND queen.minute_of(s.created_at) >= queen.minute_of(p_since)
           OFFSET 0) c
-    WHERE c.partition_id = p_pid AND c.txid = p_txid
+    WHERE c.partition_num = p_num AND c.txid = p_txid AND c.created_at > p_since
+    ORDER BY c.created_at DESC
 $$;
 
 -- payload_json renders a stored payload for a reply: plain JSON text as
@@ -125,15 +141,16 @@ $$;
 -- message when all of them are that young; the head when none is).
 CREATE OR REPLACE FUNCTION queen._start_offset(p_pid uuid, p_from timestamptz)
 RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN p_from IS NULL THEN -1 ELSE coalesce(
-        (SELECT s.base_offset + cardinality(s.txids) - 1
-         FROM queen.segments s
-         WHERE s.partition_id = p_pid AND s.created_at < p_from
-         ORDER BY s.base_offset DESC LIMIT 1),
-        (SELECT CASE WHEN p.last_pushed_at < p_from THEN p.last_offset
-                     ELSE coalesce((SELECT min(s.base_offset) - 1 FROM queen.segments s
-                                    WHERE s.partition_id = p_pid), p.last_offset) END
-         FROM queen.partitions p WHERE p.id = p_pid)) END
+    SELECT CASE WHEN p_from IS NULL THEN -1 ELSE (
+        SELECT coalesce(
+            (SELECT queen.seg_last(s.base_offset, s.txids)
+             FROM queen.segments s
+             WHERE s.partition_num = p.num AND s.created_at < p_from
+             ORDER BY s.base_offset DESC LIMIT 1),
+            CASE WHEN p.last_pushed_at < p_from THEN p.last_offset
+                 ELSE coalesce((SELECT min(s.base_offset) - 1 FROM queen.segments s
+                                WHERE s.partition_num = p.num), p.last_offset) END)
+        FROM queen.partitions p WHERE p.id = p_pid) END
 $$;
 
 -- group_position is a subscribed group's position on a partition, as
@@ -144,8 +161,9 @@ $$;
 CREATE OR REPLACE FUNCTION queen.group_position(p_pid uuid, p_committed bigint, p_from timestamptz)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT greatest(coalesce(p_committed, queen._start_offset(p_pid, p_from)),
-                    coalesce((SELECT min(s.base_offset) - 1 FROM queen.segments s WHERE s.partition_id = p_pid),
-                             (SELECT p.last_offset FROM queen.partitions p WHERE p.id = p_pid)))
+                    (SELECT coalesce((SELECT min(s.base_offset) - 1 FROM queen.segments s
+                                      WHERE s.partition_num = p.num), p.last_offset)
+                     FROM queen.partitions p WHERE p.id = p_pid))
 $$;
 
 -- slowest_position is the lowest group_position on a partition of the

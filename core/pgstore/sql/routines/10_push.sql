@@ -97,29 +97,31 @@ $fn$;
 -- whose dedup key was seen, or that repeats an earlier item of the request
 -- in the same partition, is a duplicate and reports the offset it was
 -- stored at. p_it holds the items (_push_items, with each item's partition,
--- queue id and dedup window); p_locked, p_lasts and p_last_ats the locked
--- partitions' rows.
+-- queue id and dedup window); p_locked, p_nums, p_lasts and p_last_ats the
+-- locked partitions' rows.
 DROP FUNCTION IF EXISTS queen._push_plan(json, uuid[], timestamptz);
+DROP FUNCTION IF EXISTS queen._push_plan(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], timestamptz[],
+                                         timestamptz);
 CREATE OR REPLACE FUNCTION queen._push_plan(p_it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
-                                            p_locked uuid[], p_lasts bigint[], p_last_ats timestamptz[],
-                                            p_ts timestamptz)
+                                            p_locked uuid[], p_nums bigint[], p_lasts bigint[],
+                                            p_last_ats timestamptz[], p_ts timestamptz)
 RETURNS TABLE (idx int, qname text, pname text, payload text, txid text, trace_id text, producer_sub text,
-               key_id text, pid uuid, queue_id bigint, dedup_window int, ts timestamptz, fresh boolean,
-               off bigint, final_off bigint)
+               key_id text, pid uuid, pnum bigint, queue_id bigint, dedup_window int, ts timestamptz,
+               fresh boolean, off bigint, final_off bigint)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
     WITH j AS (
         SELECT (u.o - 1)::int AS idx, u.qname, u.pname, u.payload, u.txid, u.trace_id, u.producer_sub, u.key_id,
-               u.pid, u.queue_id, u.dedup_window, lp.last AS last_offset,
+               u.pid, lp.num AS pnum, u.queue_id, u.dedup_window, lp.last AS last_offset,
                greatest(p_ts, coalesce(lp.last_at, p_ts)) AS ts,
                min(u.o) OVER (PARTITION BY u.pid, u.txid) - 1 AS first_idx
         FROM unnest(p_it.qn, p_it.pn, p_it.payloads, p_it.txids, p_it.traces, p_it.subs, p_it.keys,
                     p_pids, p_qids, p_wins)
              WITH ORDINALITY AS u(qname, pname, payload, txid, trace_id, producer_sub, key_id, pid, queue_id,
                                   dedup_window, o)
-        JOIN unnest(p_locked, p_lasts, p_last_ats) AS lp(pid, last, last_at) ON lp.pid = u.pid
+        JOIN unnest(p_locked, p_nums, p_lasts, p_last_ats) AS lp(pid, num, last, last_at) ON lp.pid = u.pid
     ),
     k AS MATERIALIZED (  -- materialized: one dedup probe per item
         SELECT j.*, dk.seen AS seen_offset,
@@ -133,13 +135,13 @@ BEGIN
         CROSS JOIN LATERAL (  -- as in push_partition
             SELECT CASE WHEN j.dedup_window > 0 THEN greatest(
                 (SELECT max(fk.base_offset)
-                 FROM queen._first_keys(j.pid, j.txid,
+                 FROM queen._first_keys(j.pnum, j.txid,
                                         greatest(j.ts - make_interval(secs => j.dedup_window), fl.floor)) fk
                  WHERE NOT queen._dedup_off(j.queue_id, fk.created_at)),
                 (SELECT d.msg_offset FROM queen.dedup d
                  WHERE d.key = queen.dedup_key(j.pid, j.txid)
                    AND d.created_at > j.ts - make_interval(secs => j.dedup_window) AND d.created_at > fl.floor
-                   AND queen._dedup_same(j.pid, d.msg_offset, j.txid)
+                   AND queen._dedup_same(j.pnum, d.msg_offset, j.txid)
                  ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen) dk
     ),
     r AS (
@@ -148,8 +150,8 @@ BEGIN
         FROM k
     )
     -- A repeat inside the request reports the offset of its first item.
-    SELECT r.idx, r.qname, r.pname, r.payload, r.txid, r.trace_id, r.producer_sub, r.key_id, r.pid, r.queue_id,
-           r.dedup_window, r.ts, r.fresh, r.off,
+    SELECT r.idx, r.qname, r.pname, r.payload, r.txid, r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum,
+           r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
            coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid))
     FROM r;
 END
@@ -161,23 +163,28 @@ $fn$;
 -- locked (see _push_plan for the arguments); p_ts is the push's time,
 -- taken under those locks.
 DROP FUNCTION IF EXISTS queen._push_write(json, uuid[], timestamptz);
+DROP FUNCTION IF EXISTS queen._push_write(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], timestamptz[],
+                                          timestamptz);
 CREATE OR REPLACE FUNCTION queen._push_write(p_it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
-                                             p_locked uuid[], p_lasts bigint[], p_last_ats timestamptz[],
-                                             p_ts timestamptz)
+                                             p_locked uuid[], p_nums bigint[], p_lasts bigint[],
+                                             p_last_ats timestamptz[], p_ts timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_res json;
 BEGIN
     WITH res AS (
-        SELECT * FROM queen._push_plan(p_it, p_pids, p_qids, p_wins, p_locked, p_lasts, p_last_ats, p_ts)
+        SELECT * FROM queen._push_plan(p_it, p_pids, p_qids, p_wins, p_locked, p_nums, p_lasts, p_last_ats, p_ts)
     ),
     fresh AS (
         SELECT * FROM res WHERE fresh
     ),
     seg AS (
-        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub,
-                                    key_id)
-        SELECT pid, min(off), min(ts), array_agg(txid ORDER BY off), array_agg(payload ORDER BY off),
+        INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
+                                    producer_sub, key_id)
+        SELECT min(pnum), min(off), min(ts),  -- one message in scalars, several in arrays
+               CASE WHEN count(*) = 1 THEN min(txid) END, CASE WHEN count(*) = 1 THEN min(payload) END,
+               CASE WHEN count(*) > 1 THEN array_agg(txid ORDER BY off) END,
+               CASE WHEN count(*) > 1 THEN array_agg(payload ORDER BY off) END,
                CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END,
                min(producer_sub),  -- one caller per request
                min(key_id)         -- one key per request
@@ -236,7 +243,8 @@ DECLARE
     v_pids    uuid[];  -- per item: its partition, queue and dedup window
     v_qids    bigint[];
     v_wins    int[];
-    v_locked  uuid[];  -- the locked partitions, their offsets and push times
+    v_locked  uuid[];  -- the locked partitions, their numbers, offsets and push times
+    v_nums    bigint[];
     v_lasts   bigint[];
     v_at      timestamptz[];
     v_full    text;
@@ -277,9 +285,9 @@ BEGIN
 
     -- Lock the partitions in one fixed order (by id; pushes are the only
     -- writers of partition rows), so concurrent pushes never deadlock.
-    SELECT array_agg(l.id), array_agg(l.last_offset), array_agg(l.last_pushed_at)
-    INTO v_locked, v_lasts, v_at
-    FROM (SELECT p.id, p.last_offset, p.last_pushed_at FROM queen.partitions p
+    SELECT array_agg(l.id), array_agg(l.num), array_agg(l.last_offset), array_agg(l.last_pushed_at)
+    INTO v_locked, v_nums, v_lasts, v_at
+    FROM (SELECT p.id, p.num, p.last_offset, p.last_pushed_at FROM queen.partitions p
           WHERE p.id = ANY (pl.pids) ORDER BY p.id FOR NO KEY UPDATE) l;
     IF cardinality(v_locked) IS DISTINCT FROM cardinality(pl.pids) THEN
         -- A partition vanished under us (its queue was deleted): retry.
@@ -288,7 +296,8 @@ BEGIN
 
     -- Stamped while the partition locks are held: created_at is monotone
     -- per partition in commit order.
-    v_res := queen._push_write(it, v_pids, v_qids, v_wins, v_locked, v_lasts, v_at, coalesce(p_now, clock_timestamp()));
+    v_res := queen._push_write(it, v_pids, v_qids, v_wins, v_locked, v_nums, v_lasts, v_at,
+                               coalesce(p_now, clock_timestamp()));
 
     IF pl.capped THEN
         SELECT x.name INTO v_full
@@ -322,7 +331,8 @@ $fn$;
 -- row held first, as in _push.
 DROP FUNCTION IF EXISTS queen._push_target(text, text, boolean, timestamptz);
 CREATE OR REPLACE FUNCTION queen._push_target(p_queue text, p_partition text, p_plain boolean, p_now timestamptz,
-                                              OUT pid uuid, OUT qid bigint, OUT last bigint, OUT last_at timestamptz,
+                                              OUT pid uuid, OUT pnum bigint, OUT qid bigint, OUT last bigint,
+                                              OUT last_at timestamptz,
                                               OUT dedup_window int, OUT max_size bigint, OUT paused boolean,
                                               OUT dedup_floor timestamptz)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
@@ -341,7 +351,7 @@ BEGIN
         IF max_size > 0 THEN
             PERFORM 1 FROM queen.queues x WHERE x.id = qid FOR NO KEY UPDATE;
         END IF;
-        SELECT p.id, p.last_offset, p.last_pushed_at INTO pid, last, last_at
+        SELECT p.id, p.num, p.last_offset, p.last_pushed_at INTO pid, pnum, last, last_at
         FROM queen.partitions p WHERE p.queue_id = qid AND p.name = p_partition
         FOR NO KEY UPDATE;
         EXIT WHEN FOUND;
@@ -360,14 +370,14 @@ CREATE OR REPLACE FUNCTION queen.push_partition(p_queue text, p_partition text, 
                                                 OUT fresh boolean[], OUT offsets bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-    t        record;   -- the partition, locked: pid, qid, last, last_at, dedup_window, max_size
+    t        record;   -- the partition, locked: pid, pnum, qid, last, last_at, dedup_window, max_size
     v_paused boolean;
 BEGIN
     -- Shared against subscription creation and queue deletion (exclusive).
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
     -- The steady state, one statement: an existing partition of an
     -- uncapped, unencrypted queue (or a sealed push), looked up and locked.
-    SELECT p.id AS pid, x.id AS qid, p.last_offset AS last, p.last_pushed_at AS last_at, x.dedup_window,
+    SELECT p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset AS last, p.last_pushed_at AS last_at, x.dedup_window,
            x.max_size, EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled) AS paused,
            (SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = x.id) AS dedup_floor
     INTO t
@@ -403,7 +413,7 @@ BEGIN
                CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN greatest(
                    -- the newest live key: a segment's first message…
                    (SELECT max(fk.base_offset)
-                    FROM queen._first_keys(t.pid, u.txid,
+                    FROM queen._first_keys(t.pnum, u.txid,
                                            greatest(push_partition.created_at - make_interval(secs => t.dedup_window),
                                                     coalesce(t.dedup_floor, '-infinity'))) fk
                     WHERE NOT queen._dedup_off(t.qid, fk.created_at)),
@@ -412,7 +422,7 @@ BEGIN
                     WHERE d.key = queen.dedup_key(t.pid, u.txid)
                       AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
                       AND d.created_at > coalesce(t.dedup_floor, '-infinity')
-                      AND queen._dedup_same(t.pid, d.msg_offset, u.txid)
+                      AND queen._dedup_same(t.pnum, d.msg_offset, u.txid)
                     ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen
         FROM u
     ),
@@ -426,10 +436,12 @@ BEGIN
         FROM r
     ),
     seg AS (
-        INSERT INTO queen.segments (partition_id, base_offset, created_at, txids, payloads, trace_ids, producer_sub,
-                                    key_id)
-        SELECT t.pid, t.last + 1, push_partition.created_at, array_agg(res.txid ORDER BY res.o),
-               array_agg(res.payload ORDER BY res.o),
+        INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
+                                    producer_sub, key_id)
+        SELECT t.pnum, t.last + 1, push_partition.created_at,  -- one message in scalars, several in arrays
+               CASE WHEN count(*) = 1 THEN min(res.txid) END, CASE WHEN count(*) = 1 THEN min(res.payload) END,
+               CASE WHEN count(*) > 1 THEN array_agg(res.txid ORDER BY res.o) END,
+               CASE WHEN count(*) > 1 THEN array_agg(res.payload ORDER BY res.o) END,
                CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
                p_producer_sub, p_key_id
         FROM res WHERE res.fresh

@@ -11,16 +11,17 @@ BEGIN
                            transaction_id, payload, trace_id, consumer_group, error, attempts,
                            created_at, failed_at, key_id)
     SELECT x.name, p.name, p.id, p_off, queen.message_id(p.id, p_off),
-           s.txids[p_off - s.base_offset + 1], s.payloads[p_off - s.base_offset + 1],
+           (queen.seg_all(s.txid, s.txids))[p_off - s.base_offset + 1],
+           (queen.seg_all(s.payload, s.payloads))[p_off - s.base_offset + 1],
            s.trace_ids[p_off - s.base_offset + 1], p_group, p_error, p_attempts,
            s.created_at, p_now, s.key_id  -- a sealed payload stays sealed
-    FROM queen.segments s
-    JOIN queen.partitions p ON p.id = s.partition_id
+    FROM queen.partitions p
     JOIN queen.queues x ON x.id = p.queue_id
-    WHERE s.partition_id = p_pid
-      AND s.base_offset = (SELECT max(base_offset) FROM queen.segments
-                           WHERE partition_id = p_pid AND base_offset <= p_off)
-      AND p_off < s.base_offset + cardinality(s.txids);
+    JOIN queen.segments s ON s.partition_num = p.num
+    WHERE p.id = p_pid
+      AND s.base_offset = (SELECT max(s2.base_offset) FROM queen.segments s2
+                           WHERE s2.partition_num = p.num AND s2.base_offset <= p_off)
+      AND p_off <= queen.seg_last(s.base_offset, s.txids);
     RETURN FOUND;
 END
 $fn$;
@@ -44,6 +45,7 @@ CREATE OR REPLACE FUNCTION queen._expire(p_pid uuid, p_group text, p_now timesta
 RETURNS text LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     cr      queen.consumers;
+    v_num   bigint;
     v_limit int;
     v_delay int;
     v_att   int;
@@ -52,15 +54,16 @@ BEGIN
     IF cr.lease_id IS NULL THEN
         RETURN 'none';
     END IF;
+    v_num := (SELECT p.num FROM queen.partitions p WHERE p.id = p_pid);
     IF NOT EXISTS (SELECT 1 FROM queen.segments s
-                   WHERE s.partition_id = p_pid AND s.base_offset <= cr.committed + 1
-                     AND s.base_offset + cardinality(s.txids) > cr.committed + 1) THEN
+                   WHERE s.partition_num = v_num AND s.base_offset <= cr.committed + 1
+                     AND queen.seg_last(s.base_offset, s.txids) >= cr.committed + 1) THEN
         -- The head was removed by retention: nothing to charge; the cursor
         -- moves to just before the oldest surviving message.
         UPDATE queen.consumers
         SET committed = greatest(committed, coalesce(
                 (SELECT min(s.base_offset) - 1 FROM queen.segments s
-                 WHERE s.partition_id = p_pid AND s.base_offset > cr.committed),
+                 WHERE s.partition_num = v_num AND s.base_offset > cr.committed),
                 (SELECT p.last_offset FROM queen.partitions p WHERE p.id = p_pid))),
             attempts = 0, head_only = false, batch_end = NULL, lease_id = NULL,
             lease_expires_at = NULL, worker_id = NULL, retry_at = NULL, updated_at = p_now

@@ -43,13 +43,14 @@ $fn$;
 -- retention to just before the oldest message that survives (to the
 -- partition's end when none does), so attempts count against a message
 -- that exists, and returns the moved cursor.
-CREATE OR REPLACE FUNCTION queen._claim_survivor(cr queen.consumers, p_last bigint, p_now timestamptz)
+DROP FUNCTION IF EXISTS queen._claim_survivor(queen.consumers, bigint, timestamptz);
+CREATE OR REPLACE FUNCTION queen._claim_survivor(cr queen.consumers, p_num bigint, p_last bigint, p_now timestamptz)
 RETURNS queen.consumers LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     v_to bigint;
 BEGIN
     SELECT min(base_offset) - 1 INTO v_to FROM queen.segments
-    WHERE partition_id = cr.partition_id AND base_offset > cr.committed;
+    WHERE partition_num = p_num AND base_offset > cr.committed;
     UPDATE queen.consumers
     SET committed = coalesce(v_to, p_last), delivered = greatest(delivered, coalesce(v_to, p_last)),
         attempts = 0, head_only = false, updated_at = p_now  -- the head that came alone is gone
@@ -61,12 +62,14 @@ $fn$;
 
 -- _claim_read reads up to p_lim deliverable messages of a partition from
 -- offset p_from (the segment holding it starts at p_seg), in offset order;
+-- p_num is the partition's number;
 -- foreign_key is a key reference the caller does not hold, if any message
 -- is sealed with one.
 DROP FUNCTION IF EXISTS queen._claim_read(queen.queues, queen.consumers, text, bigint, bigint, int, text[],
                                           timestamptz);
-CREATE OR REPLACE FUNCTION queen._claim_read(q queen.queues, cr queen.consumers, p_pname text, p_seg bigint,
-                                              p_from bigint, p_lim int, p_keys text[], p_now timestamptz,
+CREATE OR REPLACE FUNCTION queen._claim_read(q queen.queues, cr queen.consumers, p_num bigint, p_pname text,
+                                              p_seg bigint, p_from bigint, p_lim int, p_keys text[],
+                                              p_now timestamptz,
                                               OUT items queen.popped[], OUT n int, OUT last bigint,
                                               OUT foreign_key text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
@@ -78,11 +81,12 @@ BEGIN
            count(*), max(m.off), min(m.key_id) FILTER (WHERE NOT (m.key_id = ANY (coalesce(p_keys, '{}'))))
     INTO items, n, last, foreign_key
     FROM (
-        SELECT sg.base_offset + u.ord - 1 AS off, u.txid, sg.payloads[u.ord] AS payload,
+        SELECT sg.base_offset + u.ord - 1 AS off, u.txid, u.payload,
                sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub, sg.key_id
         FROM queen.segments sg
-        CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS u(txid, ord)
-        WHERE sg.partition_id = cr.partition_id
+        CROSS JOIN LATERAL unnest(queen.seg_all(sg.txid, sg.txids), queen.seg_all(sg.payload, sg.payloads))
+                           WITH ORDINALITY AS u(txid, payload, ord)
+        WHERE sg.partition_num = p_num
           AND sg.base_offset >= p_seg AND sg.base_offset < p_from + p_lim
           AND sg.base_offset + u.ord - 1 >= p_from
           AND sg.base_offset + u.ord - 1 < p_from + p_lim
@@ -111,6 +115,7 @@ DECLARE
     v_last bigint;
     v_pushed timestamptz;
     v_seg  bigint;
+    v_num  bigint;
 BEGIN
     r.n := 0;
     cr := queen._claim_lock(q, s, p_pid, p_group, p_now);
@@ -118,7 +123,7 @@ BEGIN
         r.status := 'busy';
         RETURN r;
     END IF;
-    SELECT last_offset, last_pushed_at INTO v_last, v_pushed FROM queen.partitions WHERE id = p_pid;
+    SELECT num, last_offset, last_pushed_at INTO v_num, v_last, v_pushed FROM queen.partitions WHERE id = p_pid;
     IF cr.committed >= v_last THEN
         r.status := 'consumed';
         RETURN r;
@@ -134,22 +139,22 @@ BEGIN
     END IF;
 
     SELECT max(base_offset) INTO v_seg FROM queen.segments
-    WHERE partition_id = p_pid AND base_offset <= cr.committed + 1;
+    WHERE partition_num = v_num AND base_offset <= cr.committed + 1;
     IF v_seg IS NULL THEN  -- the head was removed by retention
-        cr := queen._claim_survivor(cr, v_last, p_now);
+        cr := queen._claim_survivor(cr, v_num, v_last, p_now);
         IF cr.committed >= v_last THEN
             r.status := 'consumed';
             RETURN r;
         END IF;
         v_seg := cr.committed + 1;
     END IF;
-    SELECT * INTO rd FROM queen._claim_read(q, cr, p_pname, v_seg, cr.committed + 1,
+    SELECT * INTO rd FROM queen._claim_read(q, cr, v_num, p_pname, v_seg, cr.committed + 1,
                                             CASE WHEN cr.head_only THEN 1 ELSE p_budget END, p_keys, p_now);
     IF rd.n = 0 THEN
         -- Only delayedProcessing leaves a stored head undeliverable; the
         -- segment holding it is the oldest that can become deliverable.
         SELECT created_at + make_interval(secs => q.delayed_processing) INTO r.not_before
-        FROM queen.segments WHERE partition_id = p_pid AND base_offset = v_seg;
+        FROM queen.segments WHERE partition_num = v_num AND base_offset = v_seg;
         RETURN r;
     END IF;
     IF rd.foreign_key IS NOT NULL THEN

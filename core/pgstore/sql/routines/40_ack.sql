@@ -16,7 +16,8 @@
 -- reaper's cutoff (a segment's first key is never pruned, so without that
 -- an old first key could hide a newer message whose key row is gone).
 -- Otherwise only the undelivered tail is read.
-CREATE OR REPLACE FUNCTION queen._locate_beyond(p_pid uuid, p_txid text, p_committed bigint,
+DROP FUNCTION IF EXISTS queen._locate_beyond(uuid, text, bigint, bigint);
+CREATE OR REPLACE FUNCTION queen._locate_beyond(p_pid uuid, p_num bigint, p_txid text, p_committed bigint,
                                                  p_delivered bigint)
 RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
@@ -27,20 +28,20 @@ DECLARE
     v_off    bigint;
 BEGIN
     SELECT d.msg_offset, d.created_at INTO v_key, v_at FROM queen.dedup d
-    WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_pid, d.msg_offset, p_txid)
+    WHERE d.key = queen.dedup_key(p_pid, p_txid) AND queen._dedup_same(p_num, d.msg_offset, p_txid)
     ORDER BY d.msg_offset DESC LIMIT 1;
     -- The newest segment that starts with the id: its key entries newest
     -- first, so an id stored many times costs one match, not its history.
     SELECT fk.base_offset, fk.created_at INTO v_seg, v_seg_at
-    FROM queen._first_keys(p_pid, p_txid, '-infinity') fk
+    FROM queen._first_keys(p_num, p_txid, '-infinity') fk
     LIMIT 1;
     IF v_seg > v_key OR v_key IS NULL THEN
         v_key := v_seg;
         v_at := v_seg_at;
     END IF;
     IF v_key > p_delivered AND EXISTS (SELECT 1 FROM queen.segments s
-                                       WHERE s.partition_id = p_pid AND s.base_offset <= v_key
-                                         AND s.base_offset + cardinality(s.txids) > v_key) THEN
+                                       WHERE s.partition_num = p_num AND s.base_offset <= v_key
+                                         AND queen.seg_last(s.base_offset, s.txids) >= v_key) THEN
         RETURN v_key;
     END IF;
     IF v_key <= p_delivered
@@ -51,10 +52,10 @@ BEGIN
         RETURN NULL;  -- the newest with that id: committed, or removed by retention
     END IF;
     SELECT s.base_offset + u.ord - 1 INTO v_off
-    FROM queen.segments s CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS u(txid, ord)
-    WHERE s.partition_id = p_pid
+    FROM queen.segments s CROSS JOIN LATERAL unnest(queen.seg_all(s.txid, s.txids)) WITH ORDINALITY AS u(txid, ord)
+    WHERE s.partition_num = p_num
       AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.segments s2
-                                     WHERE s2.partition_id = p_pid AND s2.base_offset <= p_delivered + 1), 0)
+                                     WHERE s2.partition_num = p_num AND s2.base_offset <= p_delivered + 1), 0)
       AND u.txid = p_txid AND s.base_offset + u.ord - 1 > p_delivered
     ORDER BY 1 LIMIT 1;
     RETURN v_off;
@@ -244,12 +245,13 @@ BEGIN
                  WITH ORDINALITY AS t(pid, grp, txid, status, lease, err, ord)
         ),
         cur AS MATERIALIZED (
-            SELECT u.pid, u.grp,
-                   -- a subquery per unit: as NOT EXISTS, a generic plan may
-                   -- hash every partition
-                   (SELECT p.id FROM queen.partitions p WHERE p.id = u.pid) IS NULL AS part_missing,
+            SELECT u.pid, u.grp, u.num, u.num IS NULL AS part_missing,
                    c.committed, c.delivered, c.cur_lease, c.expires
-            FROM (SELECT DISTINCT r.pid, r.grp FROM raw r) u
+            FROM (SELECT r.pid, r.grp,
+                         -- a subquery per unit: as a join, a generic plan
+                         -- may hash every partition
+                         (SELECT p.num FROM queen.partitions p WHERE p.id = r.pid) AS num
+                  FROM (SELECT DISTINCT r.pid, r.grp FROM raw r) r) u
             -- The group's cursor; a subscribed group that has not read the
             -- partition yet is at its subscription start.
             LEFT JOIN LATERAL (
@@ -267,22 +269,22 @@ BEGIN
                                   WHERE cc.partition_id = u.pid AND cc.group_name = u.grp)) c ON true
         ),
         itm AS (
-            SELECT r.idx, r.pid, r.grp, r.txid, r.status, r.lease, r.err, cu.part_missing,
+            SELECT r.idx, r.pid, r.grp, r.txid, r.status, r.lease, r.err, cu.num, cu.part_missing,
                    cu.committed, cu.delivered, cu.cur_lease, cu.expires
             FROM raw r JOIN cur cu ON cu.pid = r.pid AND cu.grp = r.grp
         ),
         units AS (
-            SELECT DISTINCT pid, grp, committed, delivered FROM itm
+            SELECT DISTINCT pid, num, grp, committed, delivered FROM itm
             WHERE committed IS NOT NULL AND delivered > committed
         ),
         win AS MATERIALIZED (  -- each cursor's window read once, not once per item
             SELECT wu.pid, wu.grp, sg.base_offset + x.ord - 1 AS off, x.txid
             FROM units wu
             CROSS JOIN LATERAL (
-                SELECT s.base_offset, s.txids FROM queen.segments s
-                WHERE s.partition_id = wu.pid
+                SELECT s.base_offset, queen.seg_all(s.txid, s.txids) AS txids FROM queen.segments s
+                WHERE s.partition_num = wu.num
                   AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.segments s2
-                                                 WHERE s2.partition_id = wu.pid
+                                                 WHERE s2.partition_num = wu.num
                                                    AND s2.base_offset <= wu.committed + 1), 0)
                   AND s.base_offset <= wu.delivered) sg
             CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS x(txid, ord)
@@ -296,7 +298,7 @@ BEGIN
         SELECT itm.*,
                CASE WHEN hit.off IS NOT NULL THEN hit.off
                     WHEN itm.committed IS NOT NULL THEN
-                        queen._locate_beyond(itm.pid, itm.txid, itm.committed, itm.delivered) END AS off
+                        queen._locate_beyond(itm.pid, itm.num, itm.txid, itm.committed, itm.delivered) END AS off
         FROM itm LEFT JOIN hit ON hit.idx = itm.idx
     ) it;
     RETURN v_items;

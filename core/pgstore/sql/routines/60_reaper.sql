@@ -21,21 +21,21 @@ BEGIN
                        CASE WHEN p_completed THEN queen.slowest_position(p.id, x.name) END AS low) cm
             CROSS JOIN LATERAL (
                 SELECT s.ctid FROM queen.segments s
-                WHERE s.partition_id = p.id
+                WHERE s.partition_num = p.num
                   AND s.created_at < p_now - make_interval(secs => cm.keep)
-                  AND (NOT p_completed OR s.base_offset + cardinality(s.txids) - 1 <= cm.low)
+                  AND (NOT p_completed OR queen.seg_last(s.base_offset, s.txids) <= cm.low)
                 ORDER BY s.base_offset LIMIT p_limit) sg
             WHERE cm.keep > 0 AND (NOT p_completed OR cm.low IS NOT NULL)
             LIMIT p_limit))
-        RETURNING partition_id, base_offset, created_at, txids[1] AS txid
+        RETURNING partition_num, base_offset, created_at, coalesce(txid, txids[1]) AS txid
     ),
     keep AS (
         -- A first message's key was its segment's (migration 0012): one
         -- still inside its window moves to queen.dedup, as the others are.
         INSERT INTO queen.dedup (key, msg_offset, created_at)
-        SELECT queen.dedup_key(d.partition_id, d.txid), d.base_offset, d.created_at
+        SELECT queen.dedup_key(p.id, d.txid), d.base_offset, d.created_at
         FROM del d
-        JOIN queen.partitions p ON p.id = d.partition_id
+        JOIN queen.partitions p ON p.num = d.partition_num
         JOIN queen.queues x ON x.id = p.queue_id
         WHERE x.dedup_window > 0 AND d.created_at > p_now - make_interval(secs => x.dedup_window)
           AND NOT queen._dedup_off(x.id, d.created_at)
@@ -117,7 +117,7 @@ BEGIN
     IF v_id IS NULL THEN
         RETURN v_subs > 0;
     END IF;
-    DELETE FROM queen.segments WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = v_id);
+    DELETE FROM queen.segments WHERE partition_num IN (SELECT num FROM queen.partitions WHERE queue_id = v_id);
     -- Its dedup keys stay until the reaper takes them: they name its
     -- partitions, which no queue will have again.
     DELETE FROM queen.ready WHERE queue_id = v_id;
