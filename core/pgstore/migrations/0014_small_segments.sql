@@ -25,12 +25,14 @@ RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT hashtext(p_num::text || ':' || p_txid)
 $$;
 
--- minute_of is a time's minute since 1970 (the first or last int beyond an
--- infinite time), which bounds a first-key probe to its window.
+-- minute_of is a time's minute since 1970, clamped to an int (infinite
+-- times: the first or last int), which bounds a first-key probe to its
+-- window.
 CREATE FUNCTION queen.minute_of(p_at timestamptz)
 RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN isfinite(p_at)
-                THEN floor(extract(epoch FROM p_at - timestamptz '1970-01-01 00:00:00+00') / 60)::int
+                THEN least(greatest(floor(extract(epoch FROM p_at - timestamptz '1970-01-01 00:00:00+00') / 60),
+                                    -2147483648), 2147483647)::int
                 WHEN p_at > timestamptz '1970-01-01 00:00:00+00' THEN 2147483647
                 ELSE -2147483648 END
 $$;

@@ -42,12 +42,18 @@
 --   dead-letter retries) is _push: it reads its JSON once, finds its
 --   partitions, then locks them; only the offsets, the dedup probes and
 --   the writes happen under the locks.
---   Per message it probes one dedup key (an 8-byte hash of partition and
---   transactionId, checked against the stored message on a match) in two
---   places: the segments_first_key index (the key of each segment's first
---   message, migration 0012) and queen.dedup (the others; BRIN on
---   created_at for pruning). Per partition it inserts one segment and
---   HOT-updates one row, and a dedup row per message after the first.
+--   Per message it probes one dedup key, checked against the stored
+--   message on a match, in two places: the segments_first_key index (a
+--   4-byte hash of partition number and first transactionId and the
+--   minute of the push, for each segment's first message; migrations 0012,
+--   0014) and queen.dedup (an 8-byte hash of partition id and
+--   transactionId for the others; BRIN on created_at for pruning). Per
+--   partition it inserts one segment and HOT-updates one row, and a dedup
+--   row per message after the first.
+-- * The log's row is small (migration 0014): a segment names its partition
+--   by number, not uuid, and a segment of one message (every message of a
+--   push spread over many partitions) keeps it in scalar columns, not in
+--   one-element arrays.
 -- * Pops and acks return arrays (pop_v2, ack_v2) that the Go core renders,
 --   so a pop never parses its payloads (a claim carries queen.popped rows)
 --   and an ack reads its items once (json_to_recordset) and each cursor
@@ -105,8 +111,9 @@ $$;
 -- newest first: the dedup keys kept as segments_first_key entries
 -- (migrations 0012, 0014). Inlined into its callers; found by the key index
 -- only (the fence keeps a plan from walking the partition instead), the
--- time bounded in the index (to the minute) so an id stored many times
--- costs only its entries in range.
+-- time bounded in the index (to the minute) and read newest first from it,
+-- so an id stored many times costs only its entries in range, and a caller
+-- that wants the newest reads one minute's.
 DROP FUNCTION IF EXISTS queen._first_keys(uuid, text, timestamptz);
 CREATE OR REPLACE FUNCTION queen._first_keys(p_num bigint, p_txid text, p_since timestamptz)
 RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE AS $$
@@ -115,9 +122,9 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
             AND queen.minute_of(s.created_at) >= queen.minute_of(p_since)
+          ORDER BY queen.minute_of(s.created_at) DESC, s.created_at DESC, s.base_offset DESC
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid AND c.created_at > p_since
-    ORDER BY c.created_at DESC
 $$;
 
 -- payload_json renders a stored payload for a reply: plain JSON text as

@@ -55,9 +55,11 @@ BEGIN
         RETURN 'none';
     END IF;
     v_num := (SELECT p.num FROM queen.partitions p WHERE p.id = p_pid);
-    IF NOT EXISTS (SELECT 1 FROM queen.segments s
-                   WHERE s.partition_num = v_num AND s.base_offset <= cr.committed + 1
-                     AND queen.seg_last(s.base_offset, s.txids) >= cr.committed + 1) THEN
+    IF NOT EXISTS (SELECT 1  -- the segment that would hold the head: the newest one starting at or before it
+                   FROM (SELECT s.base_offset, s.txids FROM queen.segments s
+                         WHERE s.partition_num = v_num AND s.base_offset <= cr.committed + 1
+                         ORDER BY s.base_offset DESC LIMIT 1) h
+                   WHERE queen.seg_last(h.base_offset, h.txids) >= cr.committed + 1) THEN
         -- The head was removed by retention: nothing to charge; the cursor
         -- moves to just before the oldest surviving message.
         UPDATE queen.consumers
