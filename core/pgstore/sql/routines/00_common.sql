@@ -108,12 +108,11 @@ $$;
 
 -- _first_keys lists the segments of partition number p_num whose first
 -- message has transactionId p_txid and that were pushed after p_since,
--- newest first: the dedup keys kept as segments_first_key entries
+-- in no order: the dedup keys kept as segments_first_key entries
 -- (migrations 0012, 0014). Inlined into its callers; found by the key index
 -- only (the fence keeps a plan from walking the partition instead), the
--- time bounded in the index (to the minute) and read newest first from it,
--- so an id stored many times costs only its entries in range, and a caller
--- that wants the newest reads one minute's.
+-- time bounded in the index (to the minute), so an id stored many times
+-- costs only its entries in range.
 DROP FUNCTION IF EXISTS queen._first_keys(uuid, text, timestamptz);
 CREATE OR REPLACE FUNCTION queen._first_keys(p_num bigint, p_txid text, p_since timestamptz)
 RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE AS $$
@@ -122,9 +121,23 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
             AND queen.minute_of(s.created_at) >= queen.minute_of(p_since)
-          ORDER BY queen.minute_of(s.created_at) DESC, s.created_at DESC, s.base_offset DESC
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid AND c.created_at > p_since
+$$;
+
+-- _first_key_newest is the newest of them at any time, read newest first
+-- from the index, so it costs one minute's entries, not the id's history
+-- (a push's probes need no order: a sort per probe costs them ~5 µs each).
+CREATE OR REPLACE FUNCTION queen._first_key_newest(p_num bigint, p_txid text)
+RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT c.base_offset, c.created_at
+    FROM (SELECT s.partition_num, s.base_offset, s.created_at, coalesce(s.txid, s.txids[1]) AS txid
+          FROM queen.segments s
+          WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
+          ORDER BY queen.minute_of(s.created_at) DESC, s.created_at DESC, s.base_offset DESC
+          OFFSET 0) c
+    WHERE c.partition_num = p_num AND c.txid = p_txid
+    LIMIT 1
 $$;
 
 -- payload_json renders a stored payload for a reply: plain JSON text as

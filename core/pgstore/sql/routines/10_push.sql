@@ -129,20 +129,25 @@ BEGIN
         FROM j
         -- a subquery per key, never a join: a generic plan made while the
         -- table was small would scan it for good
+        -- (each LATERAL fenced, OFFSET 0: pulled up, a subquery would run
+        -- once per reference to its column)
         CROSS JOIN LATERAL (
             SELECT coalesce((SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = j.queue_id),
-                            '-infinity') AS floor) fl
+                            '-infinity') AS floor
+            OFFSET 0) fl
         CROSS JOIN LATERAL (  -- as in push_partition
             SELECT CASE WHEN j.dedup_window > 0 THEN greatest(
+                -- no subquery in _first_keys' arguments, so it is inlined
+                -- (a function call per probe cost ~30 µs)
                 (SELECT max(fk.base_offset)
-                 FROM queen._first_keys(j.pnum, j.txid,
-                                        greatest(j.ts - make_interval(secs => j.dedup_window), fl.floor)) fk
-                 WHERE NOT queen._dedup_off(j.queue_id, fk.created_at)),
+                 FROM queen._first_keys(j.pnum, j.txid, j.ts - make_interval(secs => j.dedup_window)) fk
+                 WHERE fk.created_at > fl.floor AND NOT queen._dedup_off(j.queue_id, fk.created_at)),
                 (SELECT d.msg_offset FROM queen.dedup d
                  WHERE d.key = queen.dedup_key(j.pid, j.txid)
                    AND d.created_at > j.ts - make_interval(secs => j.dedup_window) AND d.created_at > fl.floor
                    AND queen._dedup_same(j.pnum, d.msg_offset, j.txid)
-                 ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen) dk
+                 ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen
+            OFFSET 0) dk
     ),
     r AS (
         SELECT k.*, CASE WHEN k.fresh THEN

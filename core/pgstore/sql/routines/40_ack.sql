@@ -33,8 +33,7 @@ BEGIN
     -- The newest segment that starts with the id: its key entries newest
     -- first, so an id stored many times costs one match, not its history.
     SELECT fk.base_offset, fk.created_at INTO v_seg, v_seg_at
-    FROM queen._first_keys(p_num, p_txid, '-infinity') fk
-    LIMIT 1;
+    FROM queen._first_key_newest(p_num, p_txid) fk;
     IF v_seg > v_key OR v_key IS NULL THEN
         v_key := v_seg;
         v_at := v_seg_at;
