@@ -25,16 +25,13 @@ RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT hashtext(p_num::text || ':' || p_txid)
 $$;
 
--- minute_of is a time's minute since 1970, clamped to an int (infinite
--- times: the first or last int), which bounds a first-key probe to its
--- window.
+-- minute_of is a push's minute since 1970 (a push's time is finite and
+-- before the year 6000), which bounds a first-key probe to its window. It
+-- is kept small: an index expression is set up again for every insert
+-- statement. queen._minute_bound takes any time.
 CREATE FUNCTION queen.minute_of(p_at timestamptz)
 RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN isfinite(p_at)
-                THEN least(greatest(floor(extract(epoch FROM p_at - timestamptz '1970-01-01 00:00:00+00') / 60),
-                                    -2147483648), 2147483647)::int
-                WHEN p_at > timestamptz '1970-01-01 00:00:00+00' THEN 2147483647
-                ELSE -2147483648 END
+    SELECT floor(date_part('epoch', p_at - timestamptz '1970-01-01 00:00:00+00') / 60)::int
 $$;
 
 ALTER TABLE queen.segments RENAME TO segments_v1;
@@ -54,9 +51,8 @@ CREATE TABLE queen.segments (
     payloads      text[],
     trace_ids     text[],  -- NULL, or one per message (NULL elements allowed)
     producer_sub  text,
-    key_id        text,
-    CHECK (num_nonnulls(txid, txids) = 1 AND num_nonnulls(payload, payloads) = 1
-           AND (txid IS NULL) = (payload IS NULL))
+    key_id        text     -- (either txid and payload or txids and payloads: no CHECK, which
+                           -- Postgres would parse and plan again for every push)
 );
 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
                             producer_sub, key_id)

@@ -106,6 +106,14 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
                    WHERE o.queue_id = p_qid AND p_at >= o.since AND (o.until IS NULL OR p_at < o.until))
 $$;
 
+-- _minute_bound is the lowest queen.minute_of of the times after p_at, for
+-- any p_at (infinite, or before 1970).
+CREATE OR REPLACE FUNCTION queen._minute_bound(p_at timestamptz)
+RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_at < timestamptz '1970-01-01 00:00:00+00' THEN -2147483648
+                ELSE queen.minute_of(least(p_at, timestamptz '5000-01-01 00:00:00+00')) END
+$$;
+
 -- _first_keys lists the segments of partition number p_num whose first
 -- message has transactionId p_txid and that were pushed after p_since,
 -- in no order: the dedup keys kept as segments_first_key entries
@@ -120,7 +128,7 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
     FROM (SELECT s.partition_num, s.base_offset, s.created_at, coalesce(s.txid, s.txids[1]) AS txid
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
-            AND queen.minute_of(s.created_at) >= queen.minute_of(p_since)
+            AND queen.minute_of(s.created_at) >= queen._minute_bound(p_since)
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid AND c.created_at > p_since
 $$;
