@@ -84,6 +84,17 @@ RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT p_base + coalesce(cardinality(p_many), 1) - 1
 $$;
 
+-- _txid_at is the transactionId of the message stored at offset p_off of
+-- partition number p_num, read from the one segment that would hold it;
+-- NULL when none is (not pushed yet, or removed by retention).
+CREATE OR REPLACE FUNCTION queen._txid_at(p_num bigint, p_off bigint)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT (SELECT (queen.seg_all(s.txid, s.txids))[p_off - s.base_offset + 1]
+            FROM queen.segments s
+            WHERE s.partition_num = p_num AND s.base_offset <= p_off
+            ORDER BY s.base_offset DESC LIMIT 1)
+$$;
+
 -- _dedup_same says whether the message stored at offset p_off of partition
 -- number p_num has transactionId p_txid, for a dedup key whose hash
 -- matched: true when it has, and when retention removed it (then the hash
@@ -91,10 +102,7 @@ $$;
 DROP FUNCTION IF EXISTS queen._dedup_same(uuid, bigint, text);
 CREATE OR REPLACE FUNCTION queen._dedup_same(p_num bigint, p_off bigint, p_txid text)
 RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT (queen.seg_all(s.txid, s.txids))[p_off - s.base_offset + 1] = p_txid
-                     FROM queen.segments s
-                     WHERE s.partition_num = p_num AND s.base_offset <= p_off
-                     ORDER BY s.base_offset DESC LIMIT 1), true)
+    SELECT coalesce(queen._txid_at(p_num, p_off) = p_txid, true)
 $$;
 
 -- _dedup_off says whether a push to queue p_qid at p_at was made while the

@@ -55,11 +55,7 @@ BEGIN
         RETURN 'none';
     END IF;
     v_num := (SELECT p.num FROM queen.partitions p WHERE p.id = p_pid);
-    IF NOT EXISTS (SELECT 1  -- the segment that would hold the head: the newest one starting at or before it
-                   FROM (SELECT s.base_offset, s.txids FROM queen.segments s
-                         WHERE s.partition_num = v_num AND s.base_offset <= cr.committed + 1
-                         ORDER BY s.base_offset DESC LIMIT 1) h
-                   WHERE queen.seg_last(h.base_offset, h.txids) >= cr.committed + 1) THEN
+    IF queen._txid_at(v_num, cr.committed + 1) IS NULL THEN
         -- The head was removed by retention: nothing to charge; the cursor
         -- moves to just before the oldest surviving message.
         UPDATE queen.consumers

@@ -38,11 +38,7 @@ BEGIN
         v_key := v_seg;
         v_at := v_seg_at;
     END IF;
-    IF v_key > p_delivered AND EXISTS (SELECT 1  -- the newest segment starting at or before v_key holds it
-                                       FROM (SELECT s.base_offset, s.txids FROM queen.segments s
-                                             WHERE s.partition_num = p_num AND s.base_offset <= v_key
-                                             ORDER BY s.base_offset DESC LIMIT 1) h
-                                       WHERE queen.seg_last(h.base_offset, h.txids) >= v_key) THEN
+    IF v_key > p_delivered AND queen._txid_at(p_num, v_key) IS NOT NULL THEN  -- still stored
         RETURN v_key;
     END IF;
     IF v_key <= p_delivered
