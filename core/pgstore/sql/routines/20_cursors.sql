@@ -31,10 +31,12 @@ $fn$;
 -- its time (the cursor moved on, a seek), since not_before must never be
 -- later than the partition's real deliverability.
 CREATE OR REPLACE FUNCTION queen._wake(p_pid uuid, p_group text)
-RETURNS void LANGUAGE sql AS $$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
     UPDATE queen.ready SET not_before = NULL  -- by ready_partition
-    WHERE partition_id = p_pid AND group_name = p_group AND not_before IS NOT NULL
-$$;
+    WHERE partition_id = p_pid AND group_name = p_group AND not_before IS NOT NULL;
+END
+$fn$;
 
 -- _expire ends an expired lease of a consumer row the caller has locked:
 -- one failed attempt of the head message, exactly once per lease. When the
