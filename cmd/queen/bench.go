@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -29,8 +31,20 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, ou
 	partitions := fs.Int("partitions", bench.DefaultPartitions, "partitions of random-partition workloads")
 	results := fs.String("out", bench.DefaultResultsDir, "folder for results.json and results.svg")
 	only := fs.String("only", "", "comma-separated workloads to run (D, raw-1, raw-100, P1, P10, P100, P100-1, C10, C100, F5, S, W)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the clients and the in-process HTTP server) to this file; read it with go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg := bench.Config{Duration: *d, Clients: *clients, Partitions: *partitions, ResultsDir: *results, Out: out}
 	if *only != "" {

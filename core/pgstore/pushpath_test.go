@@ -75,10 +75,10 @@ func TestOnePartitionPushAnswersAsAnyPush(t *testing.T) {
 			// Keep the reported ids and payloads to check what a pop returns.
 			defer func(res []queen.PushResult) {
 				got := pop(t, e, queen.PopRequest{Queue: "one", Partition: "a", ConsumerGroup: "g", Batch: 10})
-				if len(got.Messages) != 4 {
-					t.Fatalf("popped %d messages, want 4 (t1, t2, t3, t4)", len(got.Messages))
+				if len(got.Messages) != 5 {
+					t.Fatalf("popped %d messages, want 5 (t1, t2, t3, t4, t5)", len(got.Messages))
 				}
-				wantData := []string{`{"html":"\u003cb\u003e","n":1}`, `[2]`, `3`, `null`}
+				wantData := []string{`{"html":"\u003cb\u003e","n":1}`, `[2]`, `3`, `null`, `"single"`}
 				for i, m := range got.Messages {
 					if m.Offset != int64(i) || string(m.Data) != wantData[i] {
 						t.Errorf("message %d: offset %d data %s, want %d %s", i, m.Offset, m.Data, i, wantData[i])
@@ -95,7 +95,26 @@ func TestOnePartitionPushAnswersAsAnyPush(t *testing.T) {
 				if m := got.Messages[1]; m.TraceID != nil {
 					t.Errorf("t2 popped with trace %q, pushed with none", *m.TraceID)
 				}
+				if m := got.Messages[4]; m.TraceID == nil || *m.TraceID != "trace-single" {
+					t.Errorf("t5 popped with trace %v, want %q", m.TraceID, "trace-single")
+				}
 			}(one)
+		}
+	}
+
+	// One message per push (push_partition has a statement of its own for
+	// that): a repeat of a batch's first message and of a later one, a new
+	// message, and a repeat of it.
+	for _, w := range []struct {
+		txid   string
+		status string
+		offset int64
+	}{{"t1", queen.StatusDuplicate, 0}, {"t3", queen.StatusDuplicate, 2}, {"t5", queen.StatusQueued, 4}, {"t5", queen.StatusDuplicate, 4}} {
+		it := queen.PushItem{Payload: payload("single"), TransactionID: w.txid, TraceID: "trace-single"}
+		for _, got := range []queen.PushResult{push("one", []queen.PushItem{it}, false)[0], push("spread", []queen.PushItem{it}, true)[0]} {
+			if got.Status != w.status || got.Offset != w.offset || got.TransactionID != w.txid || got.CreatedAt.IsZero() {
+				t.Errorf("%s pushed alone to %s: got %+v, want %s at offset %d", w.txid, got.Queue, got, w.status, w.offset)
+			}
 		}
 	}
 }

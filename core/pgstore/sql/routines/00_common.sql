@@ -38,7 +38,8 @@
 -- * A push to one partition (the common case) is push_partition: its items
 --   come as arrays and its reply goes back as offsets, so the database
 --   neither parses nor renders JSON; in the steady state it is seven small
---   statements. A push that spans partitions (and transactions, and
+--   statements, and a push of one message has a smaller write statement of
+--   its own (starting up a plan costs in proportion to its size). A push that spans partitions (and transactions, and
 --   dead-letter retries) is _push: it reads its JSON once, finds its
 --   partitions, then locks them; only the offsets, the dedup probes and
 --   the writes happen under the locks.

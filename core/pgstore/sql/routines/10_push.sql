@@ -377,6 +377,7 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     t        record;   -- the partition, locked: pid, pnum, qid, last, last_at, dedup_window, max_size
     v_paused boolean;
+    v_seen   bigint;   -- a one-message push: the offset of its live copy
 BEGIN
     -- Shared against subscription creation and queue deletion (exclusive).
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
@@ -404,74 +405,116 @@ BEGIN
     -- Stamped under the partition lock: created_at is monotone per partition.
     created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'));
 
-    -- Fresh items take the next offsets in input order; an item whose key
-    -- is live, or that repeats an earlier item, reports its first copy's.
-    -- The writes are CTEs of the same statement.
-    WITH u AS (
-        SELECT x.txid, x.payload, x.trace, x.o, min(x.o) OVER (PARTITION BY x.txid) AS first
-        FROM unnest(p_txids, p_payloads, p_trace_ids) WITH ORDINALITY AS x(txid, payload, trace, o)
-    ),
-    k AS MATERIALIZED (
-        SELECT u.*,
-               -- a subquery per key, never a join: a generic plan made
-               -- while the table was small would scan it for good
-               CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN greatest(
-                   -- the newest live key: a segment's first message…
-                   (SELECT max(fk.base_offset)
-                    FROM queen._first_keys(t.pnum, u.txid,
-                                           greatest(push_partition.created_at - make_interval(secs => t.dedup_window),
-                                                    coalesce(t.dedup_floor, '-infinity'))) fk
-                    WHERE NOT queen._dedup_off(t.qid, fk.created_at)),
-                   -- …or any other
-                   (SELECT d.msg_offset FROM queen.dedup d
-                    WHERE d.key = queen.dedup_key(t.pid, u.txid)
-                      AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
-                      AND d.created_at > coalesce(t.dedup_floor, '-infinity')
-                      AND queen._dedup_same(t.pnum, d.msg_offset, u.txid)
-                    ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen
-        FROM u
-    ),
-    r AS (
-        SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
-        FROM (SELECT k.*, (t.dedup_window = 0 OR (k.o = k.first AND k.seen IS NULL)) AS fresh FROM k) k
-    ),
-    res AS MATERIALIZED (
-        SELECT r.o, r.txid, r.payload, r.trace, r.fresh,
-               coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
-        FROM r
-    ),
-    seg AS (
-        INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
-                                    producer_sub, key_id)
-        SELECT t.pnum, t.last + 1, push_partition.created_at,  -- one message in scalars, several in arrays
-               CASE WHEN count(*) = 1 THEN min(res.txid) END, CASE WHEN count(*) = 1 THEN min(res.payload) END,
-               CASE WHEN count(*) > 1 THEN array_agg(res.txid ORDER BY res.o) END,
-               CASE WHEN count(*) > 1 THEN array_agg(res.payload ORDER BY res.o) END,
-               CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
-               p_producer_sub, p_key_id
-        FROM res WHERE res.fresh
-        HAVING count(*) > 0
-    ),
-    upd AS (
-        UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = push_partition.created_at
-        FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
-        WHERE p.id = t.pid AND n.last IS NOT NULL
-    ),
-    dd AS (  -- the first message's key is the segment's (segments_first_key)
-        INSERT INTO queen.dedup (key, msg_offset, created_at)
-        SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
-        FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
-    ),
-    rdy AS (
-        -- An existing row is left alone, unlocked (as in _push_write).
-        INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
-        SELECT t.qid, s.group_name, t.pid, nextval('queen.ready_order')
-        FROM queen.subscriptions s
-        WHERE s.queue_name = p_queue AND EXISTS (SELECT 1 FROM res WHERE res.fresh)
-        ORDER BY s.group_name
-        ON CONFLICT DO NOTHING
-    )
-    SELECT array_agg(res.fresh ORDER BY res.o), array_agg(res.off ORDER BY res.o) INTO fresh, offsets FROM res;
+    IF cardinality(p_txids) = 1 THEN
+        -- One message (most pushes): the batch statement below without
+        -- what only a batch needs (repeats within it, key rows, array
+        -- segments). Starting up the batch statement's plan was a fifth
+        -- of a push's CPU; this takes a 1-message push from 0.42 to 0.33 ms.
+        IF t.dedup_window > 0 THEN
+            SELECT greatest(
+                       (SELECT max(fk.base_offset)
+                        FROM queen._first_keys(t.pnum, p_txids[1],
+                                               greatest(push_partition.created_at - make_interval(secs => t.dedup_window),
+                                                        coalesce(t.dedup_floor, '-infinity'))) fk
+                        WHERE NOT queen._dedup_off(t.qid, fk.created_at)),
+                       (SELECT d.msg_offset FROM queen.dedup d
+                        WHERE d.key = queen.dedup_key(t.pid, p_txids[1])
+                          AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
+                          AND d.created_at > coalesce(t.dedup_floor, '-infinity')
+                          AND queen._dedup_same(t.pnum, d.msg_offset, p_txids[1])
+                        ORDER BY d.msg_offset DESC LIMIT 1))
+            INTO v_seen;
+        END IF;
+        fresh := ARRAY[v_seen IS NULL];
+        offsets := ARRAY[coalesce(v_seen, t.last + 1)];
+        IF v_seen IS NULL THEN
+            WITH seg AS (
+                INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
+                                            producer_sub, key_id)
+                VALUES (t.pnum, t.last + 1, push_partition.created_at, p_txids[1], p_payloads[1],
+                        CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id)
+            ),
+            upd AS (
+                UPDATE queen.partitions p SET last_offset = t.last + 1, last_pushed_at = push_partition.created_at
+                WHERE p.id = t.pid
+            )
+            INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)  -- as rdy below
+            SELECT t.qid, s.group_name, t.pid, nextval('queen.ready_order')
+            FROM queen.subscriptions s
+            WHERE s.queue_name = p_queue
+            ORDER BY s.group_name
+            ON CONFLICT DO NOTHING;
+        END IF;
+    ELSE
+        -- Fresh items take the next offsets in input order; an item whose key
+        -- is live, or that repeats an earlier item, reports its first copy's.
+        -- The writes are CTEs of the same statement.
+        WITH u AS (
+            SELECT x.txid, x.payload, x.trace, x.o, min(x.o) OVER (PARTITION BY x.txid) AS first
+            FROM unnest(p_txids, p_payloads, p_trace_ids) WITH ORDINALITY AS x(txid, payload, trace, o)
+        ),
+        k AS MATERIALIZED (
+            SELECT u.*,
+                   -- a subquery per key, never a join: a generic plan made
+                   -- while the table was small would scan it for good
+                   CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN greatest(
+                       -- the newest live key: a segment's first message…
+                       (SELECT max(fk.base_offset)
+                        FROM queen._first_keys(t.pnum, u.txid,
+                                               greatest(push_partition.created_at - make_interval(secs => t.dedup_window),
+                                                        coalesce(t.dedup_floor, '-infinity'))) fk
+                        WHERE NOT queen._dedup_off(t.qid, fk.created_at)),
+                       -- …or any other
+                       (SELECT d.msg_offset FROM queen.dedup d
+                        WHERE d.key = queen.dedup_key(t.pid, u.txid)
+                          AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
+                          AND d.created_at > coalesce(t.dedup_floor, '-infinity')
+                          AND queen._dedup_same(t.pnum, d.msg_offset, u.txid)
+                        ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen
+            FROM u
+        ),
+        r AS (
+            SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
+            FROM (SELECT k.*, (t.dedup_window = 0 OR (k.o = k.first AND k.seen IS NULL)) AS fresh FROM k) k
+        ),
+        res AS MATERIALIZED (
+            SELECT r.o, r.txid, r.payload, r.trace, r.fresh,
+                   coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
+            FROM r
+        ),
+        seg AS (
+            INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
+                                        producer_sub, key_id)
+            SELECT t.pnum, t.last + 1, push_partition.created_at,  -- one message in scalars, several in arrays
+                   CASE WHEN count(*) = 1 THEN min(res.txid) END, CASE WHEN count(*) = 1 THEN min(res.payload) END,
+                   CASE WHEN count(*) > 1 THEN array_agg(res.txid ORDER BY res.o) END,
+                   CASE WHEN count(*) > 1 THEN array_agg(res.payload ORDER BY res.o) END,
+                   CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
+                   p_producer_sub, p_key_id
+            FROM res WHERE res.fresh
+            HAVING count(*) > 0
+        ),
+        upd AS (
+            UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = push_partition.created_at
+            FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
+            WHERE p.id = t.pid AND n.last IS NOT NULL
+        ),
+        dd AS (  -- the first message's key is the segment's (segments_first_key)
+            INSERT INTO queen.dedup (key, msg_offset, created_at)
+            SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
+            FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
+        ),
+        rdy AS (
+            -- An existing row is left alone, unlocked (as in _push_write).
+            INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+            SELECT t.qid, s.group_name, t.pid, nextval('queen.ready_order')
+            FROM queen.subscriptions s
+            WHERE s.queue_name = p_queue AND EXISTS (SELECT 1 FROM res WHERE res.fresh)
+            ORDER BY s.group_name
+            ON CONFLICT DO NOTHING
+        )
+        SELECT array_agg(res.fresh ORDER BY res.o), array_agg(res.off ORDER BY res.o) INTO fresh, offsets FROM res;
+    END IF;
 
     IF t.max_size > 0 AND queen.queue_depth(t.qid) > t.max_size THEN
         RAISE EXCEPTION 'queue % is full', p_queue USING ERRCODE = 'QN429';
