@@ -244,22 +244,26 @@ $fn$;
 -- slowest_position is the lowest group_position on a partition of the
 -- queue's subscribed groups; NULL when no group subscribes.
 CREATE OR REPLACE FUNCTION queen.slowest_position(p_pid uuid, p_queue text)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT min(queen.group_position(p_pid, c.committed, sb.from_ts))
-    FROM queen.subscriptions sb
-    LEFT JOIN queen.consumers c ON c.partition_id = p_pid AND c.group_name = sb.group_name
-    WHERE sb.queue_name = p_queue
-$$;
+RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
+    RETURN (SELECT min(queen.group_position(p_pid, c.committed, sb.from_ts))
+            FROM queen.subscriptions sb
+            LEFT JOIN queen.consumers c ON c.partition_id = p_pid AND c.group_name = sb.group_name
+            WHERE sb.queue_name = p_queue);
+END
+$fn$;
 
 -- Unconsumed messages of a queue (what maxSize caps): per partition, the
 -- stored messages after the slowest subscribed group's position; all
 -- stored messages when no group subscribes. Messages removed by retention
 -- do not count.
 CREATE OR REPLACE FUNCTION queen.queue_depth(p_queue_id bigint)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT coalesce(sum(p.last_offset - coalesce(queen.slowest_position(p.id, x.name),
-                                                 queen.group_position(p.id, -1, NULL))), 0)::bigint
-    FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
-    WHERE p.queue_id = p_queue_id
-$$;
+RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
+    RETURN (SELECT coalesce(sum(p.last_offset - coalesce(queen.slowest_position(p.id, x.name),
+                                                         queen.group_position(p.id, -1, NULL))), 0)::bigint
+            FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
+            WHERE p.queue_id = p_queue_id);
+END
+$fn$;
 
