@@ -39,7 +39,8 @@
 --   come as arrays and its reply goes back as offsets, so the database
 --   neither parses nor renders JSON; in the steady state it is seven small
 --   statements, and a push of one message has a smaller write statement of
---   its own (starting up a plan costs in proportion to its size). A push that spans partitions (and transactions, and
+--   its own (starting up a plan costs in proportion to its size). A push
+--   that spans partitions (and transactions, and
 --   dead-letter retries) is _push: it reads its JSON once, finds its
 --   partitions, then locks them; only the offsets, the dedup probes and
 --   the writes happen under the locks.
@@ -58,7 +59,8 @@
 -- * An SQL function whose body holds a subquery (or writes) is not inlined,
 --   and Postgres 15 plans its body again on every call: _start_offset
 --   planned that way cost a group's first pop of a partition 0.7 ms, and
---   group_position every ack 0.4 ms. Such helpers are PL/pgSQL, whose
+--   group_position every ack 0.4 ms; nested in another SQL function it was
+--   planned again for every row of a listing. Such helpers are PL/pgSQL, whose
 --   plans are kept per connection; SQL functions stay for bodies that
 --   inline (one expression, or one SELECT in FROM with fenced subqueries).
 --   With track_functions = 'all', pg_stat_user_functions lists every SQL
