@@ -211,6 +211,7 @@ BEGIN
         SELECT f.queue_id, s.group_name, f.pid, nextval('queen.ready_order')
         FROM (SELECT DISTINCT pid, queue_id, qname FROM fresh) f
         JOIN queen.subscriptions s ON s.queue_name = f.qname
+        WHERE (SELECT 1 FROM queen.ready r WHERE r.partition_id = f.pid AND r.group_name = s.group_name) IS NULL
         ORDER BY f.queue_id, s.group_name, f.pid
         -- An existing row is left alone, unlocked: a push in flight never
         -- hides its partition from the pops that scan the ready set.
@@ -442,6 +443,10 @@ BEGIN
             SELECT t.qid, s.group_name, t.pid, nextval('queen.ready_order')
             FROM queen.subscriptions s
             WHERE s.queue_name = p_queue
+              -- the common case, a row already there: one probe, no
+              -- nextval and no speculative insert (a scalar subquery, so no
+              -- generic plan turns it into a scan of queen.ready)
+              AND (SELECT 1 FROM queen.ready r WHERE r.partition_id = t.pid AND r.group_name = s.group_name) IS NULL
             ORDER BY s.group_name
             ON CONFLICT DO NOTHING;
         END IF;
@@ -510,6 +515,7 @@ BEGIN
             SELECT t.qid, s.group_name, t.pid, nextval('queen.ready_order')
             FROM queen.subscriptions s
             WHERE s.queue_name = p_queue AND EXISTS (SELECT 1 FROM res WHERE res.fresh)
+              AND (SELECT 1 FROM queen.ready r WHERE r.partition_id = t.pid AND r.group_name = s.group_name) IS NULL
             ORDER BY s.group_name
             ON CONFLICT DO NOTHING
         )
