@@ -177,6 +177,27 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
     LIMIT 1
 $$;
 
+-- _dedup_seen is a push's dedup probe of one item: the offset of the newest
+-- live copy of p_txid in partition p_num (id p_pid) of queue p_qid, pushed
+-- after p_since and after the queue's floor p_floor; NULL when there is none.
+-- A segment's first message is found by the segments_first_key index, the
+-- others by their queen.dedup row; a hash match counts only when the stored
+-- message has the id. One row, inlined into its callers: each probe is two
+-- index lookups, not a function call.
+CREATE OR REPLACE FUNCTION queen._dedup_seen(p_num bigint, p_pid uuid, p_qid bigint, p_txid text,
+                                             p_since timestamptz, p_floor timestamptz)
+RETURNS TABLE (seen bigint) LANGUAGE sql STABLE AS $$
+    SELECT greatest(
+        (SELECT max(fk.base_offset)
+         FROM queen._first_keys(p_num, p_txid, p_since) fk
+         WHERE fk.created_at > p_floor AND NOT queen._dedup_off(p_qid, fk.created_at)),
+        (SELECT d.msg_offset FROM queen.dedup d
+         WHERE d.key = queen.dedup_key(p_pid, p_txid)
+           AND d.created_at > p_since AND d.created_at > p_floor
+           AND queen._dedup_same(p_num, d.msg_offset, p_txid)
+         ORDER BY d.msg_offset DESC LIMIT 1))
+$$;
+
 -- payload_json renders a stored payload for a reply: plain JSON text as
 -- itself, a sealed payload (p_key set) as a JSON string of its base64 text,
 -- which the Go core opens.

@@ -135,18 +135,13 @@ BEGIN
             SELECT coalesce((SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = j.queue_id),
                             '-infinity') AS floor
             OFFSET 0) fl
-        CROSS JOIN LATERAL (  -- as in push_partition
-            SELECT CASE WHEN j.dedup_window > 0 THEN greatest(
-                -- no subquery in _first_keys' arguments, so it is inlined
-                -- (a function call per probe cost ~30 µs)
-                (SELECT max(fk.base_offset)
-                 FROM queen._first_keys(j.pnum, j.txid, j.ts - make_interval(secs => j.dedup_window)) fk
-                 WHERE fk.created_at > fl.floor AND NOT queen._dedup_off(j.queue_id, fk.created_at)),
-                (SELECT d.msg_offset FROM queen.dedup d
-                 WHERE d.key = queen.dedup_key(j.pid, j.txid)
-                   AND d.created_at > j.ts - make_interval(secs => j.dedup_window) AND d.created_at > fl.floor
-                   AND queen._dedup_same(j.pnum, d.msg_offset, j.txid)
-                 ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen
+        CROSS JOIN LATERAL (
+            -- no subquery in _dedup_seen's arguments, so it is inlined
+            -- (a function call per probe cost ~30 µs)
+            SELECT CASE WHEN j.dedup_window > 0 THEN
+                (SELECT s.seen FROM queen._dedup_seen(j.pnum, j.pid, j.queue_id, j.txid,
+                                                      j.ts - make_interval(secs => j.dedup_window), fl.floor) s)
+                END AS seen
             OFFSET 0) dk
     ),
     r AS (
@@ -412,19 +407,10 @@ BEGIN
         -- segments). Starting up the batch statement's plan was a fifth
         -- of a push's CPU; this takes a 1-message push from 0.42 to 0.33 ms.
         IF t.dedup_window > 0 THEN
-            SELECT greatest(
-                       (SELECT max(fk.base_offset)
-                        FROM queen._first_keys(t.pnum, p_txids[1],
-                                               greatest(push_partition.created_at - make_interval(secs => t.dedup_window),
-                                                        coalesce(t.dedup_floor, '-infinity'))) fk
-                        WHERE NOT queen._dedup_off(t.qid, fk.created_at)),
-                       (SELECT d.msg_offset FROM queen.dedup d
-                        WHERE d.key = queen.dedup_key(t.pid, p_txids[1])
-                          AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
-                          AND d.created_at > coalesce(t.dedup_floor, '-infinity')
-                          AND queen._dedup_same(t.pnum, d.msg_offset, p_txids[1])
-                        ORDER BY d.msg_offset DESC LIMIT 1))
-            INTO v_seen;
+            SELECT s.seen INTO v_seen
+            FROM queen._dedup_seen(t.pnum, t.pid, t.qid, p_txids[1],
+                                   push_partition.created_at - make_interval(secs => t.dedup_window),
+                                   coalesce(t.dedup_floor, '-infinity')) s;
         END IF;
         fresh := ARRAY[v_seen IS NULL];
         offsets := ARRAY[coalesce(v_seen, t.last + 1)];
@@ -462,20 +448,11 @@ BEGIN
             SELECT u.*,
                    -- a subquery per key, never a join: a generic plan made
                    -- while the table was small would scan it for good
-                   CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN greatest(
-                       -- the newest live key: a segment's first message…
-                       (SELECT max(fk.base_offset)
-                        FROM queen._first_keys(t.pnum, u.txid,
-                                               greatest(push_partition.created_at - make_interval(secs => t.dedup_window),
-                                                        coalesce(t.dedup_floor, '-infinity'))) fk
-                        WHERE NOT queen._dedup_off(t.qid, fk.created_at)),
-                       -- …or any other
-                       (SELECT d.msg_offset FROM queen.dedup d
-                        WHERE d.key = queen.dedup_key(t.pid, u.txid)
-                          AND d.created_at > push_partition.created_at - make_interval(secs => t.dedup_window)
-                          AND d.created_at > coalesce(t.dedup_floor, '-infinity')
-                          AND queen._dedup_same(t.pnum, d.msg_offset, u.txid)
-                        ORDER BY d.msg_offset DESC LIMIT 1)) END AS seen
+                   CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
+                       (SELECT s.seen
+                        FROM queen._dedup_seen(t.pnum, t.pid, t.qid, u.txid,
+                                               push_partition.created_at - make_interval(secs => t.dedup_window),
+                                               coalesce(t.dedup_floor, '-infinity')) s) END AS seen
             FROM u
         ),
         r AS (
