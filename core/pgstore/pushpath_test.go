@@ -365,3 +365,73 @@ func TestWindowChangeWithoutAReapKeepsKeys(t *testing.T) {
 			res, err)
 	}
 }
+
+// A batch to one partition probes its dedup keys before it locks the
+// partition (push_partition). A push that commits between those probes and
+// the lock must still count: here push A holds the partition's lock with
+// ids t1 and t2 uncommitted while push B (t0, t2, t3) probes and then waits
+// for the lock; once A commits, B must report t2 as a duplicate at A's
+// offset and store only t0 and t3, right after A's messages.
+func TestBatchDedupSeesAPushThatCommitsWhileItWaits(t *testing.T) {
+	e := pgstoretest.New(t)
+	pushQueued(t, e, "race", "t-old") // the partition exists: offset 0
+
+	tx, err := e.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := tx.Exec(ctx, `SELECT queen.push_partition('race', $1, ARRAY['t1', 't2'], ARRAY['1', '2'],
+	                                   NULL, NULL, NULL, NULL)`, "p"); err != nil {
+		t.Fatal(err)
+	}
+
+	type reply struct {
+		res []queen.PushResult
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		items := []queen.PushItem{
+			{Queue: "race", Partition: "p", Payload: payload(0), TransactionID: "t0"},
+			{Queue: "race", Partition: "p", Payload: payload(2), TransactionID: "t2"},
+			{Queue: "race", Partition: "p", Payload: payload(3), TransactionID: "t3"},
+		}
+		res, err := e.Store.Push(ctx, items)
+		done <- reply{res, err}
+	}()
+	// Wait until B waits for a lock (it has probed by then).
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, e, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+	                 AND query LIKE '%push_partition%' AND pid <> pg_backend_pid()`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second push never waited for the partition's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	type got struct {
+		status string
+		offset int64
+	}
+	want := []got{{queen.StatusQueued, 3}, {queen.StatusDuplicate, 2}, {queen.StatusQueued, 4}}
+	for i, w := range want {
+		if g := (got{r.res[i].Status, r.res[i].Offset}); g != w {
+			t.Errorf("item %d (%s): got %+v, want %+v", i, r.res[i].TransactionID, g, w)
+		}
+	}
+	msgs := pop(t, e, queen.PopRequest{Queue: "race", Batch: 10}).Messages
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.TransactionID)
+	}
+	if fmt.Sprint(ids) != "[t-old t1 t2 t0 t3]" {
+		t.Errorf("stored %v, want [t-old t1 t2 t0 t3]", ids)
+	}
+}

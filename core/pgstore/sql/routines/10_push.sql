@@ -374,9 +374,47 @@ DECLARE
     t        record;   -- the partition, locked: pid, pnum, qid, last, last_at, dedup_window, max_size
     v_paused boolean;
     v_seen   bigint;   -- a one-message push: the offset of its live copy
+    -- a batch's probes before the lock: the partition, its last offset, the
+    -- window and floor they used, and the keys found live with their offsets
+    v_pre_num    bigint;
+    v_pre_pid    uuid;
+    v_pre_qid    bigint;
+    v_pre_last   bigint;
+    v_pre_window int;
+    v_pre_floor  timestamptz;
+    v_pre_since  timestamptz;
+    v_pre_txids  text[];
+    v_pre_seen   bigint[];
 BEGIN
     -- Shared against subscription creation and queue deletion (exclusive).
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
+    IF cardinality(p_txids) > 1 THEN
+        -- A batch probes its keys (~13 µs each) before it locks the
+        -- partition, so pushes to one partition do not queue behind each
+        -- other's probes; under the lock it reads only the messages pushed
+        -- since (the batch statement's nw). Every segment up to the last
+        -- offset read here is visible to the probes, which run later.
+        -- The window starts no later than it will under the lock (the push's
+        -- time only grows), so a copy found here is checked against the
+        -- final window there.
+        SELECT p.num, p.last_offset, x.dedup_window, f.floor,
+               greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
+                   - make_interval(secs => x.dedup_window),
+               p.id, x.id
+        INTO v_pre_num, v_pre_last, v_pre_window, v_pre_floor, v_pre_since, v_pre_pid, v_pre_qid
+        FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
+        LEFT JOIN queen.dedup_floor f ON f.queue_id = x.id
+        WHERE x.name = p_queue AND p.name = p_partition AND x.dedup_window > 0;
+        IF v_pre_num IS NOT NULL THEN
+            SELECT array_agg(k.txid), array_agg(k.seen) INTO v_pre_txids, v_pre_seen
+            FROM (SELECT u.txid,
+                         (SELECT s.seen
+                          FROM queen._dedup_seen(v_pre_num, v_pre_pid, v_pre_qid, u.txid, v_pre_since,
+                                                 coalesce(v_pre_floor, '-infinity')) s) AS seen
+                  FROM (SELECT DISTINCT x.txid FROM unnest(p_txids) AS x(txid)) u) k
+            WHERE k.seen IS NOT NULL;
+        END IF;
+    END IF;
     -- The steady state, one statement: an existing partition of an
     -- uncapped, unencrypted queue (or a sealed push), looked up and locked.
     SELECT p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset AS last, p.last_pushed_at AS last_at, x.dedup_window,
@@ -444,16 +482,44 @@ BEGIN
             SELECT x.txid, x.payload, x.trace, x.o, min(x.o) OVER (PARTITION BY x.txid) AS first
             FROM unnest(p_txids, p_payloads, p_trace_ids) WITH ORDINALITY AS x(txid, payload, trace, o)
         ),
+        -- the keys pushed since the probes before the lock, if they hold
+        nw AS MATERIALIZED (
+            SELECT n.txid, max(n.msg_offset) AS off
+            FROM queen._pushed_since(t.pnum, t.qid, v_pre_last,
+                                     push_partition.created_at - make_interval(secs => t.dedup_window),
+                                     coalesce(t.dedup_floor, '-infinity')) n
+            WHERE v_pre_num = t.pnum AND t.last > v_pre_last
+            GROUP BY n.txid
+        ),
         k AS MATERIALIZED (
             SELECT u.*,
-                   -- a subquery per key, never a join: a generic plan made
-                   -- while the table was small would scan it for good
                    CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
-                       (SELECT s.seen
-                        FROM queen._dedup_seen(t.pnum, t.pid, t.qid, u.txid,
-                                               push_partition.created_at - make_interval(secs => t.dedup_window),
-                                               coalesce(t.dedup_floor, '-infinity')) s) END AS seen
+                       CASE WHEN v_pre_num = t.pnum AND v_pre_window = t.dedup_window
+                                 AND v_pre_floor IS NOT DISTINCT FROM t.dedup_floor THEN
+                           -- probed before the lock: a copy found then, if it
+                           -- is still inside the window (a copy whose segment
+                           -- is gone still counts, as a dedup row does), or
+                           -- one pushed since
+                           greatest(CASE WHEN ps.seen IS NOT NULL
+                                              AND coalesce((SELECT s.created_at FROM queen.segments s
+                                                            WHERE s.partition_num = t.pnum AND s.base_offset <= ps.seen
+                                                            ORDER BY s.base_offset DESC LIMIT 1)
+                                                           > push_partition.created_at
+                                                             - make_interval(secs => t.dedup_window), true)
+                                         THEN ps.seen END,
+                                    nw.off)
+                       ELSE
+                           -- a subquery per key, never a join: a generic plan
+                           -- made while the table was small would scan it for good
+                           (SELECT s.seen
+                            FROM queen._dedup_seen(t.pnum, t.pid, t.qid, u.txid,
+                                                   push_partition.created_at - make_interval(secs => t.dedup_window),
+                                                   coalesce(t.dedup_floor, '-infinity')) s)
+                       END
+                   END AS seen
             FROM u
+            LEFT JOIN nw ON nw.txid = u.txid
+            LEFT JOIN unnest(v_pre_txids, v_pre_seen) AS ps(txid, seen) ON ps.txid = u.txid
         ),
         r AS (
             SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
