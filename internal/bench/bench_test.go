@@ -40,7 +40,7 @@ func TestHarnessSmoke(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"D/sql", "raw-1/sql", "raw-100/sql", "P1/core", "P1/http", "P10/core", "P100/http",
-		"P100-1/core", "C10/core", "C100/http", "F5/core", "S/core", "W/http", "W/sql"} {
+		"P100-1/core", "C10/core", "C100/http", "F5/core", "S/core", "W/http", "W/sql", "log-1/sql", "log-100/sql", "log-100-1/sql"} {
 		if !names[want] {
 			t.Errorf("no result for %s", want)
 		}
