@@ -1,12 +1,14 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
@@ -434,4 +436,110 @@ func TestBatchDedupSeesAPushThatCommitsWhileItWaits(t *testing.T) {
 	if fmt.Sprint(ids) != "[t-old t1 t2 t0 t3]" {
 		t.Errorf("stored %v, want [t-old t1 t2 t0 t3]", ids)
 	}
+}
+
+// pushAt pushes ids to partition p of queue at a given time through
+// push_partition on pool and returns its fresh flags and offsets as text.
+func pushAt(t *testing.T, q pgxQuerier, queue string, ids []string, at time.Time) (fresh, offsets string) {
+	t.Helper()
+	payloads := make([]string, len(ids))
+	for i := range payloads {
+		payloads[i] = `{}`
+	}
+	err := q.QueryRow(ctx, `SELECT r.fresh::text, r.offsets::text
+	                        FROM queen.push_partition($1, 'p', $2::text[], $3::text[], NULL, NULL, NULL, $4::timestamptz) r`,
+		queue, ids, payloads, at).Scan(&fresh, &offsets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fresh, offsets
+}
+
+type pgxQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// waitForPushLock waits until another session's push waits for a lock.
+func waitForPushLock(t *testing.T, e *pgstoretest.Env) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, e, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+	                 AND query LIKE '%push_partition%' AND pid <> pg_backend_pid()`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the push never waited for the partition's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Retention between a batch's probes and its lock (found by review): a copy
+// the probes found whose segment is gone is judged as if probed under the
+// lock (here: past the window of the push's final time, so not a duplicate),
+// and a push committed in between whose segment is gone still counts by its
+// keys.
+func TestBatchDedupAcrossRetentionWhileItWaits(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	configureAt := func(e *pgstoretest.Env, opts string) {
+		t.Helper()
+		if _, err := e.Pool.Exec(ctx, `SELECT queen.configure('q', NULL, NULL, $1, $2)`, opts, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reap := func(q pgxQuerier, at time.Time) {
+		t.Helper()
+		var out string
+		if err := q.QueryRow(ctx, `SELECT queen.reap($1, 100)::text`, at).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B waits on A's lock; between B's probes and its lock, run is called
+	// inside A's transaction; then A commits and B's reply is returned.
+	race := func(e *pgstoretest.Env, aIDs []string, aAt time.Time, bIDs []string, bAt time.Time, run func(pgx.Tx)) (string, string) {
+		t.Helper()
+		tx, err := e.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below
+		pushAt(t, tx, "q", aIDs, aAt)
+		type reply struct{ fresh, offsets string }
+		done := make(chan reply, 1)
+		go func() {
+			f, o := pushAt(t, e.Pool, "q", bIDs, bAt)
+			done <- reply{f, o}
+		}()
+		waitForPushLock(t, e)
+		if run != nil {
+			run(tx)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		return r.fresh, r.offsets
+	}
+
+	t.Run("copy's segment gone, copy past the final window", func(t *testing.T) {
+		e := pgstoretest.New(t)
+		configureAt(e, `{"dedupWindowSeconds":60,"retentionSeconds":1}`)
+		pushAt(t, e.Pool, "q", []string{"x", "y"}, t0) // offsets 0, 1
+		reap(e.Pool, t0.Add(10*time.Second))           // the segment goes; y's key row stays
+		// B pushes y at t0+30 (inside the window when it probes), but A's
+		// push at t0+100 moves B's time, and its window starts at t0+40.
+		f, o := race(e, []string{"c1", "c2"}, t0.Add(100*time.Second), []string{"y", "z"}, t0.Add(30*time.Second), nil)
+		if f != "{t,t}" || o != "{4,5}" {
+			t.Errorf("got fresh=%s offsets=%s, want {t,t} {4,5}: y's copy is past the window", f, o)
+		}
+	})
+	t.Run("push in between reaped before the lock", func(t *testing.T) {
+		e := pgstoretest.New(t)
+		configureAt(e, `{"dedupWindowSeconds":3600,"retentionSeconds":1}`)
+		pushAt(t, e.Pool, "q", []string{"old"}, t0) // offset 0
+		// A stores a, b at 1, 2; its segment is reaped before B locks.
+		f, o := race(e, []string{"a", "b"}, t0, []string{"b", "a", "z"}, t0.Add(20*time.Second),
+			func(tx pgx.Tx) { reap(tx, t0.Add(10*time.Second)) })
+		if f != "{f,f,t}" || o != "{2,1,3}" {
+			t.Errorf("got fresh=%s offsets=%s, want {f,f,t} {2,1,3}: a and b were pushed just before", f, o)
+		}
+	})
 }

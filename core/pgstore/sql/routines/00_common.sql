@@ -199,20 +199,24 @@ RETURNS TABLE (seen bigint) LANGUAGE sql STABLE AS $$
 $$;
 
 -- _pushed_since lists the messages of partition number p_num (queue p_qid)
--- after offset p_after that count as dedup keys for a push at the window
--- start p_since and floor p_floor: (transactionId, offset). A batch push
--- probes its keys before it takes the partition's lock (push_partition) and
--- then reads only what was pushed in between: read through the segments'
--- primary key, a few segments. Inlined into its caller.
+-- after offset p_after: (transactionId, offset, whether it counts as a
+-- dedup key for a push at the window start p_since and floor p_floor). A
+-- batch push probes its keys before it takes the partition's lock
+-- (push_partition) and then reads only what was pushed in between: read
+-- through the segments' primary key, a few segments. Inlined into its
+-- caller; the fence evaluates the key test once per segment.
+DROP FUNCTION IF EXISTS queen._pushed_since(bigint, bigint, bigint, timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION queen._pushed_since(p_num bigint, p_qid bigint, p_after bigint,
                                                p_since timestamptz, p_floor timestamptz)
-RETURNS TABLE (txid text, msg_offset bigint) LANGUAGE sql STABLE AS $$
-    SELECT x.txid, s.base_offset + x.i - 1
-    FROM queen.segments s
+RETURNS TABLE (txid text, msg_offset bigint, live boolean) LANGUAGE sql STABLE AS $$
+    SELECT x.txid, s.base_offset + x.i - 1, s.live
+    FROM (SELECT s.base_offset, s.txid, s.txids,
+                 s.created_at > p_since AND s.created_at > p_floor AND NOT queen._dedup_off(p_qid, s.created_at) AS live
+          FROM queen.segments s
+          WHERE s.partition_num = p_num AND s.base_offset > p_after
+          OFFSET 0) s
     CROSS JOIN LATERAL unnest(CASE WHEN s.txids IS NULL THEN ARRAY[s.txid] ELSE s.txids END)
                        WITH ORDINALITY AS x(txid, i)
-    WHERE s.partition_num = p_num AND s.base_offset > p_after
-      AND s.created_at > p_since AND s.created_at > p_floor AND NOT queen._dedup_off(p_qid, s.created_at)
 $$;
 
 -- payload_json renders a stored payload for a reply: plain JSON text as

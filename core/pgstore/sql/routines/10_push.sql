@@ -382,7 +382,7 @@ DECLARE
     v_pre_last   bigint;
     v_pre_window int;
     v_pre_floor  timestamptz;
-    v_pre_since  timestamptz;
+    v_pre_at     timestamptz;
     v_pre_txids  text[];
     v_pre_seen   bigint[];
 BEGIN
@@ -394,14 +394,13 @@ BEGIN
         -- other's probes; under the lock it reads only the messages pushed
         -- since (the batch statement's nw). Every segment up to the last
         -- offset read here is visible to the probes, which run later.
-        -- The window starts no later than it will under the lock (the push's
-        -- time only grows), so a copy found here is checked against the
-        -- final window there.
+        -- The window starts no later than it will under the lock (the
+        -- push's time there is at least v_pre_at), so a copy found here is
+        -- checked against the final window there.
         SELECT p.num, p.last_offset, x.dedup_window, f.floor,
-               greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
-                   - make_interval(secs => x.dedup_window),
+               greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity')),
                p.id, x.id
-        INTO v_pre_num, v_pre_last, v_pre_window, v_pre_floor, v_pre_since, v_pre_pid, v_pre_qid
+        INTO v_pre_num, v_pre_last, v_pre_window, v_pre_floor, v_pre_at, v_pre_pid, v_pre_qid
         FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
         LEFT JOIN queen.dedup_floor f ON f.queue_id = x.id
         WHERE x.name = p_queue AND p.name = p_partition AND x.dedup_window > 0;
@@ -409,7 +408,8 @@ BEGIN
             SELECT array_agg(k.txid), array_agg(k.seen) INTO v_pre_txids, v_pre_seen
             FROM (SELECT u.txid,
                          (SELECT s.seen
-                          FROM queen._dedup_seen(v_pre_num, v_pre_pid, v_pre_qid, u.txid, v_pre_since,
+                          FROM queen._dedup_seen(v_pre_num, v_pre_pid, v_pre_qid, u.txid,
+                                                 v_pre_at - make_interval(secs => v_pre_window),
                                                  coalesce(v_pre_floor, '-infinity')) s) AS seen
                   FROM (SELECT DISTINCT x.txid FROM unnest(p_txids) AS x(txid)) u) k
             WHERE k.seen IS NOT NULL;
@@ -437,7 +437,7 @@ BEGIN
     END IF;
     partition_id := t.pid;
     -- Stamped under the partition lock: created_at is monotone per partition.
-    created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'));
+    created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'), v_pre_at);
 
     IF cardinality(p_txids) = 1 THEN
         -- One message (most pushes): the batch statement below without
@@ -482,30 +482,37 @@ BEGIN
             SELECT x.txid, x.payload, x.trace, x.o, min(x.o) OVER (PARTITION BY x.txid) AS first
             FROM unnest(p_txids, p_payloads, p_trace_ids) WITH ORDINALITY AS x(txid, payload, trace, o)
         ),
-        -- the keys pushed since the probes before the lock, if they hold
-        nw AS MATERIALIZED (
-            SELECT n.txid, max(n.msg_offset) AS off
+        -- the messages pushed since the probes before the lock
+        nm AS MATERIALIZED (
+            SELECT n.txid, n.msg_offset, n.live
             FROM queen._pushed_since(t.pnum, t.qid, v_pre_last,
                                      push_partition.created_at - make_interval(secs => t.dedup_window),
                                      coalesce(t.dedup_floor, '-infinity')) n
             WHERE v_pre_num = t.pnum AND t.last > v_pre_last
-            GROUP BY n.txid
+        ),
+        nw AS (
+            SELECT nm.txid, max(nm.msg_offset) FILTER (WHERE nm.live) AS off FROM nm GROUP BY nm.txid
         ),
         k AS MATERIALIZED (
             SELECT u.*,
                    CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
                        CASE WHEN v_pre_num = t.pnum AND v_pre_window = t.dedup_window
-                                 AND v_pre_floor IS NOT DISTINCT FROM t.dedup_floor THEN
+                                 AND v_pre_floor IS NOT DISTINCT FROM t.dedup_floor
+                                 -- every message pushed since is still there
+                                 -- (retention may have taken some)
+                                 AND (SELECT count(*) FROM nm) = t.last - v_pre_last
+                                 -- a copy found before the lock is in a segment
+                                 -- that is still there
+                                 AND (ps.seen IS NULL OR (SELECT s.base_offset + coalesce(cardinality(s.txids), 1) > ps.seen
+                                                          FROM queen.segments s
+                                                          WHERE s.partition_num = t.pnum AND s.base_offset <= ps.seen
+                                                          ORDER BY s.base_offset DESC LIMIT 1)) THEN
                            -- probed before the lock: a copy found then, if it
-                           -- is still inside the window (a copy whose segment
-                           -- is gone still counts, as a dedup row does), or
-                           -- one pushed since
-                           greatest(CASE WHEN ps.seen IS NOT NULL
-                                              AND coalesce((SELECT s.created_at FROM queen.segments s
-                                                            WHERE s.partition_num = t.pnum AND s.base_offset <= ps.seen
-                                                            ORDER BY s.base_offset DESC LIMIT 1)
-                                                           > push_partition.created_at
-                                                             - make_interval(secs => t.dedup_window), true)
+                           -- is still inside the window, or one pushed since
+                           greatest(CASE WHEN ps.seen IS NOT NULL AND (SELECT s.created_at FROM queen.segments s
+                                               WHERE s.partition_num = t.pnum AND s.base_offset <= ps.seen
+                                               ORDER BY s.base_offset DESC LIMIT 1)
+                                              > push_partition.created_at - make_interval(secs => t.dedup_window)
                                          THEN ps.seen END,
                                     nw.off)
                        ELSE
