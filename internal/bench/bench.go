@@ -8,6 +8,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -579,19 +580,23 @@ func (r *runner) fanout(ctx context.Context) error {
 	return nil
 }
 
-// scale compares pop latency at 10,000 partitions with 10 partitions.
+// scale compares pop latency at 10,000 partitions with 10 partitions, in
+// three rounds (a backlog everywhere; the wide queue drained and refilled;
+// the same after VACUUM), each popping both queues in turn.
 func (r *runner) scale(ctx context.Context) error {
 	const pops = 400
-	p50 := map[int]float64{}
-	for _, parts := range []int{10, r.cfg.ScalePartitions} {
-		queue := fmt.Sprintf("bench-S-%d", parts)
-		per := max(3, 2*pops/parts)
-		fmt.Fprintf(r.cfg.Out, "  filling %d partitions…", parts)
-		all := make([]queen.PushItem, 0, parts*per)
-		for p := 0; p < parts; p++ {
-			for i := 0; i < per; i++ {
-				all = append(all, queen.PushItem{Queue: queue, Partition: fmt.Sprintf("p-%d", p), Payload: json.RawMessage(Payload)})
-			}
+	wide := r.cfg.ScalePartitions
+	narrow, broad := "bench-S-10", fmt.Sprintf("bench-S-%d", wide)
+	// The narrow queue holds enough for the three rounds below; the wide one
+	// ~2 messages a partition, so each of its pops is a first visit.
+	for _, q := range []struct {
+		name         string
+		parts, total int
+	}{{narrow, 10, 3*pops + 30}, {broad, wide, max(3*wide, 2*pops)}} {
+		fmt.Fprintf(r.cfg.Out, "  filling %d partitions…", q.parts)
+		all := make([]queen.PushItem, 0, q.total)
+		for i := 0; i < q.total; i++ {
+			all = append(all, queen.PushItem{Queue: q.name, Partition: fmt.Sprintf("p-%d", i%q.parts), Payload: json.RawMessage(Payload)})
 		}
 		for len(all) > 0 {
 			n := min(1000, len(all))
@@ -601,26 +606,44 @@ func (r *runner) scale(ctx context.Context) error {
 			all = all[n:]
 		}
 		fmt.Fprintf(r.cfg.Out, "\r%60s\r", "")
-		lat, err := r.popOneByOne(ctx, queue, pops)
+	}
+	// Each round pops the two queues in turn, one message at a time, so both
+	// see the same machine: whatever else runs (a checkpoint, autovacuum
+	// after the workloads before) slows both alike.
+	round := func(what string) error {
+		lat10, latWide, err := r.popPaired(ctx, narrow, broad, pops)
 		if err != nil {
 			return err
 		}
-		p50[parts] = percentile(lat, 0.5)
-		res := result("S", "core", fmt.Sprintf("pop p50 at %d partitions", parts), int64(pops), int64(pops), 0, lat)
-		res.Rate, res.Unit = p50[parts], "ms p50"
-		res.Value = p50[parts]
-		r.add(res)
+		p10, pWide := percentile(lat10, 0.5), percentile(latWide, 0.5)
+		suffix := ""
+		if what != "" {
+			suffix = ", " + what
+		}
+		for _, m := range []struct {
+			parts int
+			lat   []time.Duration
+			p50   float64
+		}{{10, lat10, p10}, {wide, latWide, pWide}} {
+			res := result("S", "core", fmt.Sprintf("pop p50 at %d partitions%s", m.parts, suffix), int64(pops), int64(pops), 0, m.lat)
+			res.Rate, res.Unit, res.Value = m.p50, "ms p50", m.p50
+			r.add(res)
+		}
+		ratio := fmt.Sprintf("pop p50 ratio %d / 10 partitions", wide)
+		if what != "" {
+			ratio = fmt.Sprintf("pop p50 ratio %d (%s) / 10", wide, what)
+		}
+		r.add(Result{Name: "S", Via: "core", What: ratio, Value: pWide / p10, Unit: "×", P50Ms: pWide, Target: "≤ 1.5"})
+		return nil
 	}
-	wide := r.cfg.ScalePartitions
-	ratio := Result{Name: "S", Via: "core", What: fmt.Sprintf("pop p50 ratio %d / 10 partitions", wide), Value: p50[wide] / p50[10], Unit: "×",
-		P50Ms: p50[wide], Target: "≤ 1.5"}
-	r.add(ratio)
+	if err := round(""); err != nil {
+		return err
+	}
 
 	// Again after every one of the wide queue's partitions was consumed:
 	// a pop's cost must not grow with consumed partitions.
-	queue := fmt.Sprintf("bench-S-%d", wide)
 	for drained := 0; ; {
-		res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Batch: queen.MaxBatch, Partitions: queen.MaxPartitionsPerPop, AutoAck: true})
+		res, err := r.store.Pop(ctx, queen.PopRequest{Queue: broad, Batch: queen.MaxBatch, Partitions: queen.MaxPartitionsPerPop, AutoAck: true})
 		if err != nil {
 			return err
 		}
@@ -634,54 +657,60 @@ func (r *runner) scale(ctx context.Context) error {
 	// Once right after the drain (the dead ready rows of the drain still in
 	// the scan index), and once more after the VACUUM autovacuum would run
 	// within a minute (migration 0003 sets a low threshold for that table).
-	for round, what := range []string{"all consumed just before", "all consumed, after VACUUM"} {
-		if round == 1 {
+	for i, what := range []string{"all consumed just before", "all consumed, after VACUUM"} {
+		if i == 1 {
 			if _, err := r.pool.Exec(ctx, "VACUUM queen.ready"); err != nil {
 				return err
 			}
 		}
 		fresh := make([]queen.PushItem, pops)
-		for i := range fresh {
-			fresh[i] = queen.PushItem{Queue: queue, Partition: fmt.Sprintf("p-%d", (i*wide/pops+round)%wide), Payload: json.RawMessage(Payload)}
+		for j := range fresh {
+			fresh[j] = queen.PushItem{Queue: broad, Partition: fmt.Sprintf("p-%d", (j*wide/pops+i)%wide), Payload: json.RawMessage(Payload)}
 		}
 		if _, err := r.store.Push(ctx, fresh); err != nil {
 			return err
 		}
-		lat, err := r.popOneByOne(ctx, queue, pops)
-		if err != nil {
+		if err := round(what); err != nil {
 			return err
 		}
-		drainedP50 := percentile(lat, 0.5)
-		res := result("S", "core", fmt.Sprintf("pop p50 at %d partitions, %s", wide, what), int64(pops), int64(pops), 0, lat)
-		res.Rate, res.Unit, res.Value = drainedP50, "ms p50", drainedP50
-		r.add(res)
-		r.add(Result{Name: "S", Via: "core", What: fmt.Sprintf("pop p50 ratio %d (%s) / 10", wide, what),
-			Value: drainedP50 / p50[10], Unit: "×", P50Ms: drainedP50, Target: "≤ 1.5"})
 	}
 	return nil
 }
 
-// popOneByOne times n wildcard pops of one message from queue, each acked
-// under its lease; a pop that finds nothing is an error (messages wait).
-func (r *runner) popOneByOne(ctx context.Context, queue string, n int) ([]time.Duration, error) {
-	lat := make([]time.Duration, 0, n)
+// popPaired times n pops of one message from each of two queues, taken in
+// turn (a, b, a, b, …), each acked under its lease.
+func (r *runner) popPaired(ctx context.Context, a, b string, n int) (latA, latB []time.Duration, err error) {
 	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Batch: 1})
-		if err != nil {
-			return nil, err
-		}
-		lat = append(lat, time.Since(t0))
-		if len(res.Messages) == 0 {
-			return nil, fmt.Errorf("bench S: pop %d of %d of %s found nothing while messages wait", i+1, n, queue)
-		}
-		m := res.Messages[0]
-		if _, err := r.store.Ack(ctx, []queen.Ack{{PartitionID: m.PartitionID, TransactionID: m.TransactionID,
-			Status: queen.AckCompleted, LeaseID: res.LeaseID}}); err != nil {
-			return nil, err
+		for _, q := range []struct {
+			name string
+			lat  *[]time.Duration
+		}{{a, &latA}, {b, &latB}} {
+			l, err := r.popOne(ctx, q.name)
+			if err != nil {
+				return nil, nil, fmt.Errorf("bench S: pop %d of %d of %s: %w", i+1, n, q.name, err)
+			}
+			*q.lat = append(*q.lat, l)
 		}
 	}
-	return lat, nil
+	return latA, latB, nil
+}
+
+// popOne times a wildcard pop of one message from queue and acks it under
+// its lease; a pop that finds nothing is an error (messages wait).
+func (r *runner) popOne(ctx context.Context, queue string) (time.Duration, error) {
+	t0 := time.Now()
+	res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Batch: 1})
+	if err != nil {
+		return 0, err
+	}
+	lat := time.Since(t0)
+	if len(res.Messages) == 0 {
+		return 0, errors.New("found nothing while messages wait")
+	}
+	m := res.Messages[0]
+	_, err = r.store.Ack(ctx, []queen.Ack{{PartitionID: m.PartitionID, TransactionID: m.TransactionID,
+		Status: queen.AckCompleted, LeaseID: res.LeaseID}})
+	return lat, err
 }
 
 // storage measures D: on-disk bytes per message beyond payload and
