@@ -402,15 +402,7 @@ func TestBatchDedupSeesAPushThatCommitsWhileItWaits(t *testing.T) {
 		res, err := e.Store.Push(ctx, items)
 		done <- reply{res, err}
 	}()
-	// Wait until B waits for a lock (it has probed by then).
-	deadline := time.Now().Add(30 * time.Second)
-	for count(t, e, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-	                 AND query LIKE '%push_partition%' AND pid <> pg_backend_pid()`) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the second push never waited for the partition's lock")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitForPushLock(t, e) // B has probed by then
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
