@@ -417,11 +417,7 @@ func (r *runner) logAppend(ctx context.Context, name string, n int, one bool) er
 		return err
 	}
 	queue := "bench-" + name
-	warm := make([]queen.PushItem, r.cfg.Partitions) // the partitions exist, as in the push workloads
-	for i := range warm {
-		warm[i] = queen.PushItem{Queue: queue, Partition: fmt.Sprintf("p-%d", i), Payload: json.RawMessage(Payload)}
-	}
-	if _, err := r.store.Push(ctx, warm); err != nil {
+	if err := r.createPartitions(ctx, queue); err != nil { // as in the push workloads
 		return err
 	}
 	ops, rows, secs, lat, err := r.measure(ctx, r.cfg.Clients, func(ctx context.Context, c int) (int, bool, error) {
@@ -447,6 +443,17 @@ func (r *runner) logAppend(ctx context.Context, name string, n int, one bool) er
 
 // ---- push
 
+// createPartitions creates queue's random-partition workload partitions
+// (p-0 … p-N-1) with one message each, so a timed part measures appends.
+func (r *runner) createPartitions(ctx context.Context, queue string) error {
+	warm := make([]queen.PushItem, r.cfg.Partitions)
+	for i := range warm {
+		warm[i] = queen.PushItem{Queue: queue, Partition: fmt.Sprintf("p-%d", i), Payload: json.RawMessage(Payload)}
+	}
+	_, err := r.store.Push(ctx, warm)
+	return err
+}
+
 func items(queue string, n, partitions int, one bool) []queen.PushItem {
 	out := make([]queen.PushItem, n)
 	for i := range out {
@@ -468,11 +475,7 @@ func (r *runner) push(ctx context.Context, name string, n int, one bool) error {
 		queue := fmt.Sprintf("bench-%s-%s", name, via)
 		// Create the partitions first: the timed part measures appends.
 		if !one {
-			warm := make([]queen.PushItem, r.cfg.Partitions)
-			for i := range warm {
-				warm[i] = queen.PushItem{Queue: queue, Partition: fmt.Sprintf("p-%d", i), Payload: json.RawMessage(Payload)}
-			}
-			if _, err := r.store.Push(ctx, warm); err != nil {
+			if err := r.createPartitions(ctx, queue); err != nil {
 				return err
 			}
 		}

@@ -374,6 +374,8 @@ DECLARE
     t        record;   -- the partition, locked: pid, pnum, qid, last, last_at, dedup_window, max_size
     v_paused boolean;
     v_seen   bigint;   -- a one-message push: the offset of its live copy
+    v_since  timestamptz;  -- the start of the push's dedup window
+    v_floor  timestamptz;  -- and its queue's floor (no keys before it)
     -- a batch's probes before the lock: the partition, its last offset, the
     -- window and floor they used, and the keys found live with their offsets
     v_pre_num    bigint;
@@ -438,6 +440,8 @@ BEGIN
     partition_id := t.pid;
     -- Stamped under the partition lock: created_at is monotone per partition.
     created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'), v_pre_at);
+    v_since := created_at - make_interval(secs => t.dedup_window);
+    v_floor := coalesce(t.dedup_floor, '-infinity');
 
     IF cardinality(p_txids) = 1 THEN
         -- One message (most pushes): the batch statement below without
@@ -446,9 +450,7 @@ BEGIN
         -- of a push's CPU; this takes a 1-message push from 0.42 to 0.33 ms.
         IF t.dedup_window > 0 THEN
             SELECT s.seen INTO v_seen
-            FROM queen._dedup_seen(t.pnum, t.pid, t.qid, p_txids[1],
-                                   push_partition.created_at - make_interval(secs => t.dedup_window),
-                                   coalesce(t.dedup_floor, '-infinity')) s;
+            FROM queen._dedup_seen(t.pnum, t.pid, t.qid, p_txids[1], v_since, v_floor) s;
         END IF;
         fresh := ARRAY[v_seen IS NULL];
         offsets := ARRAY[coalesce(v_seen, t.last + 1)];
@@ -485,9 +487,7 @@ BEGIN
         -- the messages pushed since the probes before the lock
         nm AS MATERIALIZED (
             SELECT n.txid, n.msg_offset, n.live
-            FROM queen._pushed_since(t.pnum, t.qid, v_pre_last,
-                                     push_partition.created_at - make_interval(secs => t.dedup_window),
-                                     coalesce(t.dedup_floor, '-infinity')) n
+            FROM queen._pushed_since(t.pnum, t.qid, v_pre_last, v_since, v_floor) n
             WHERE v_pre_num = t.pnum AND t.last > v_pre_last
         ),
         nw AS (
@@ -503,30 +503,26 @@ BEGIN
                                  AND (SELECT count(*) FROM nm) = t.last - v_pre_last
                                  -- a copy found before the lock is in a segment
                                  -- that is still there
-                                 AND (ps.seen IS NULL OR (SELECT s.base_offset + coalesce(cardinality(s.txids), 1) > ps.seen
-                                                          FROM queen.segments s
-                                                          WHERE s.partition_num = t.pnum AND s.base_offset <= ps.seen
-                                                          ORDER BY s.base_offset DESC LIMIT 1)) THEN
+                                 AND (ps.seen IS NULL OR hs.holds) THEN
                            -- probed before the lock: a copy found then, if it
                            -- is still inside the window, or one pushed since
-                           greatest(CASE WHEN ps.seen IS NOT NULL AND (SELECT s.created_at FROM queen.segments s
-                                               WHERE s.partition_num = t.pnum AND s.base_offset <= ps.seen
-                                               ORDER BY s.base_offset DESC LIMIT 1)
-                                              > push_partition.created_at - make_interval(secs => t.dedup_window)
-                                         THEN ps.seen END,
-                                    nw.off)
+                           greatest(CASE WHEN hs.created_at > v_since THEN ps.seen END, nw.off)
                        ELSE
                            -- a subquery per key, never a join: a generic plan
                            -- made while the table was small would scan it for good
-                           (SELECT s.seen
-                            FROM queen._dedup_seen(t.pnum, t.pid, t.qid, u.txid,
-                                                   push_partition.created_at - make_interval(secs => t.dedup_window),
-                                                   coalesce(t.dedup_floor, '-infinity')) s)
+                           (SELECT s.seen FROM queen._dedup_seen(t.pnum, t.pid, t.qid, u.txid, v_since, v_floor) s)
                        END
                    END AS seen
             FROM u
             LEFT JOIN nw ON nw.txid = u.txid
             LEFT JOIN unnest(v_pre_txids, v_pre_seen) AS ps(txid, seen) ON ps.txid = u.txid
+            -- the newest segment at or before that copy: whether it still
+            -- holds the copy, and when it was pushed
+            LEFT JOIN LATERAL (
+                SELECT s.base_offset + coalesce(cardinality(s.txids), 1) > ps.seen AS holds, s.created_at
+                FROM queen.segments s
+                WHERE ps.seen IS NOT NULL AND s.partition_num = t.pnum AND s.base_offset <= ps.seen
+                ORDER BY s.base_offset DESC LIMIT 1) hs ON true
         ),
         r AS (
             SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
