@@ -523,6 +523,19 @@ func TestBatchDedupAcrossRetentionWhileItWaits(t *testing.T) {
 			t.Errorf("got fresh=%s offsets=%s, want {t,t} {4,5}: y's copy is past the window", f, o)
 		}
 	})
+	t.Run("copy's segment gone, key still inside the window", func(t *testing.T) {
+		e := pgstoretest.New(t)
+		configureAt(e, `{"dedupWindowSeconds":3600,"retentionSeconds":1}`)
+		pushAt(t, e.Pool, "q", []string{"x", "y"}, t0) // offsets 0, 1
+		reap(e.Pool, t0.Add(10*time.Second))           // the segment goes; y's key row stays
+		// SPEC §3.2: an id seen within the window is a duplicate, and
+		// reports its first copy's offset, whether or not retention kept
+		// the message.
+		f, o := pushAt(t, e.Pool, "q", []string{"y", "z"}, t0.Add(30*time.Second))
+		if f != "{f,t}" || o != "{1,2}" {
+			t.Errorf("got fresh=%s offsets=%s, want {f,t} {1,2}: y was pushed 30 s ago", f, o)
+		}
+	})
 	t.Run("push in between reaped before the lock", func(t *testing.T) {
 		e := pgstoretest.New(t)
 		configureAt(e, `{"dedupWindowSeconds":3600,"retentionSeconds":1}`)
