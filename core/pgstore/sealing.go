@@ -118,7 +118,7 @@ type pushArg struct {
 	Queue         string          `json:"queue"`
 	Partition     string          `json:"partition"`
 	Payload       json.RawMessage `json:"payload"`
-	TransactionID string          `json:"transactionId"`
+	TransactionID string          `json:"transactionId,omitempty"` // none: the routine generates one
 	TraceID       string          `json:"traceId,omitempty"`
 	ProducerSub   string          `json:"producerSub,omitempty"`
 	KeyID         string          `json:"keyId,omitempty"`

@@ -347,10 +347,12 @@ func onePartition(args []pushArg) bool {
 // partition, the push's time and per item whether it was stored and its
 // offset, and are rendered here.
 func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.PushResult, error) {
-	txids, payloads, traces := make([]string, len(args)), make([]string, len(args)), []*string(nil)
+	txids, payloads, traces := make([]*string, len(args)), make([]string, len(args)), []*string(nil)
 	var sub, key *string
 	for i, a := range args {
-		txids[i] = a.TransactionID
+		if a.TransactionID != "" { // NULL: push_partition generates one
+			txids[i] = &args[i].TransactionID
+		}
 		if a.KeyID != "" { // sealed: a JSON string of the base64 text, stored as the text
 			if err := json.Unmarshal(a.Payload, &payloads[i]); err != nil {
 				return nil, fmt.Errorf("push: sealed payload: %w", err)
@@ -378,15 +380,16 @@ func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.Push
 		created time.Time
 		fresh   []bool
 		offsets []int64
+		ids     []string
 	)
 	err := s.retry(ctx, "push", func() error {
 		return s.db.QueryRow(ctx, sqlPushOne, args[0].Queue, args[0].Partition, txids, payloads, traces, sub, key,
-			s.now()).Scan(&pid, &created, &fresh, &offsets)
+			s.now()).Scan(&pid, &created, &fresh, &offsets, &ids)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(fresh) != len(args) || len(offsets) != len(args) {
+	if len(fresh) != len(args) || len(offsets) != len(args) || len(ids) != len(args) {
 		return nil, fmt.Errorf("push: %d results for %d items", len(fresh), len(args))
 	}
 	out := make([]queen.PushResult, len(args))
@@ -395,7 +398,7 @@ func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.Push
 		if !fresh[i] {
 			status = queen.StatusDuplicate
 		}
-		out[i] = queen.PushResult{Index: i, TransactionID: a.TransactionID, Status: status, Offset: offsets[i],
+		out[i] = queen.PushResult{Index: i, TransactionID: ids[i], Status: status, Offset: offsets[i],
 			MessageID: MessageID(pid, offsets[i]), PartitionID: pid, Queue: a.Queue, Partition: a.Partition,
 			TraceID: a.TraceID, CreatedAt: created.UTC()}
 	}

@@ -61,7 +61,9 @@ func ValidatePayload(field string, p json.RawMessage) error {
 }
 
 // NormalizePush validates push items and fills in defaults: the Default
-// partition, a generated UUIDv7 transactionId, a null payload.
+// partition, a null payload. An item without a transactionId keeps none:
+// the store generates a UUIDv7 for it (the Postgres store under the
+// partition's lock, one that names the message's offset, SPEC §3.2).
 func NormalizePush(items []PushItem) ([]PushItem, error) {
 	if len(items) == 0 {
 		return nil, Invalid("items", "must contain at least one item")
@@ -80,10 +82,10 @@ func NormalizePush(items []PushItem) ([]PushItem, error) {
 		} else if err := ValidateText(f("partition"), it.Partition); err != nil {
 			return nil, err
 		}
-		if it.TransactionID == "" {
-			it.TransactionID = NewUUIDv7()
-		} else if err := ValidateText(f("transactionId"), it.TransactionID); err != nil {
-			return nil, err
+		if it.TransactionID != "" {
+			if err := ValidateText(f("transactionId"), it.TransactionID); err != nil {
+				return nil, err
+			}
 		}
 		if it.TraceID != "" {
 			if err := ValidateText(f("traceId"), it.TraceID); err != nil {

@@ -158,6 +158,7 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
             AND queen.minute_of(s.created_at) >= queen._minute_bound(p_since)
+            AND queen.self_offset(coalesce(s.txid, s.txids[1])) IS DISTINCT FROM s.base_offset  -- the index's predicate
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid AND c.created_at > p_since
 $$;
@@ -171,23 +172,63 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
     FROM (SELECT s.partition_num, s.base_offset, s.created_at, coalesce(s.txid, s.txids[1]) AS txid
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
+            AND queen.self_offset(coalesce(s.txid, s.txids[1])) IS DISTINCT FROM s.base_offset
           ORDER BY queen.minute_of(s.created_at) DESC, s.created_at DESC, s.base_offset DESC
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid
     LIMIT 1
 $$;
 
+-- self_id is the transactionId generated for the message at offset p_off
+-- pushed at p_at (migration 0015): a UUIDv7 of that millisecond, version
+-- digit and marker "7a1", 22 random bits, and the offset in its last 11
+-- hex digits (queen.self_offset reads it back). Unique in its partition by
+-- its offset; two partitions share one only if they push the same offset
+-- in the same millisecond with the same 22 random bits. An offset of 2^44
+-- or more gets 48 random bits instead: that id is not self-located, and
+-- gets its dedup key as a client's id does.
+CREATE OR REPLACE FUNCTION queen.self_id(p_at timestamptz, p_off bigint)
+RETURNS text LANGUAGE sql VOLATILE AS $$
+    SELECT overlay(lpad(to_hex(greatest(floor(extract(epoch FROM p_at) * 1000), 0)::bigint), 12, '0') PLACING '-' FROM 9 FOR 0)
+           || '-7a1' || substr(gen_random_uuid()::text, 1, 1)
+           || '-' || substr(gen_random_uuid()::text, 20, 4)  -- the variant digit (8, 9, a or b) and three more
+           || '-' || CASE WHEN p_off >= 0 AND p_off < 17592186044416
+                          THEN substr(gen_random_uuid()::text, 1, 1) || lpad(to_hex(p_off), 11, '0')
+                          ELSE substr(gen_random_uuid()::text, 25, 12) END
+$$;
+
+-- _self_seen is the offset p_txid names in partition number p_num when the
+-- message stored there has that id and counts as a dedup key for a push at
+-- the window start p_since, queue p_qid's floor p_floor (as a key row
+-- would); NULL otherwise. One index lookup for an id in the generated
+-- form, none for any other. Inlined into _dedup_seen.
+CREATE OR REPLACE FUNCTION queen._self_seen(p_num bigint, p_qid bigint, p_txid text,
+                                            p_since timestamptz, p_floor timestamptz)
+RETURNS TABLE (seen bigint) LANGUAGE sql STABLE AS $$
+    SELECT c.off
+    FROM (SELECT queen.self_offset(p_txid) AS off, s.base_offset, s.created_at, s.txid, s.txids
+          FROM queen.segments s
+          WHERE s.partition_num = p_num AND s.base_offset <= queen.self_offset(p_txid)
+          ORDER BY s.base_offset DESC LIMIT 1) c
+    WHERE CASE WHEN c.off - c.base_offset < coalesce(cardinality(c.txids), 1)  -- inside the segment
+               THEN (queen.seg_all(c.txid, c.txids))[(c.off - c.base_offset + 1)::int] END = p_txid
+      AND c.created_at > p_since AND c.created_at > p_floor AND NOT queen._dedup_off(p_qid, c.created_at)
+$$;
+
 -- _dedup_seen is a push's dedup probe of one item: the offset of the newest
 -- live copy of p_txid in partition p_num (id p_pid) of queue p_qid, pushed
 -- after p_since and after the queue's floor p_floor; NULL when there is none.
 -- A segment's first message is found by the segments_first_key index, the
--- others by their queen.dedup row; a hash match counts only when the stored
+-- others by their queen.dedup row, a self-located one (migration 0015) at
+-- the offset its id names; a hash match counts only when the stored
 -- message has the id. One row, inlined into its callers: each probe is two
--- index lookups, not a function call.
+-- index lookups (three for an id in the generated form), not a function
+-- call.
 CREATE OR REPLACE FUNCTION queen._dedup_seen(p_num bigint, p_pid uuid, p_qid bigint, p_txid text,
                                              p_since timestamptz, p_floor timestamptz)
 RETURNS TABLE (seen bigint) LANGUAGE sql STABLE AS $$
     SELECT greatest(
+        (SELECT ss.seen FROM queen._self_seen(p_num, p_qid, p_txid, p_since, p_floor) ss),
         (SELECT max(fk.base_offset)
          FROM queen._first_keys(p_num, p_txid, p_since) fk
          WHERE fk.created_at > p_floor AND NOT queen._dedup_off(p_qid, fk.created_at)),

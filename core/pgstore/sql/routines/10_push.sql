@@ -22,7 +22,7 @@ BEGIN
     SELECT array_agg(x.queue ORDER BY x.o), array_agg(x.partition ORDER BY x.o),
            array_agg(CASE WHEN x.key_id IS NULL THEN coalesce(x.payload::text, 'null') ELSE x.payload #>> '{}' END
                      ORDER BY x.o),
-           array_agg(x.txid ORDER BY x.o), array_agg(x.trace ORDER BY x.o), array_agg(x.sub ORDER BY x.o),
+           array_agg(nullif(x.txid, '') ORDER BY x.o), array_agg(x.trace ORDER BY x.o), array_agg(x.sub ORDER BY x.o),
            array_agg(x.key_id ORDER BY x.o), array_agg(x.key_id IS NULL AND x.snapshot IS NULL ORDER BY x.o)
     INTO qn, pn, payloads, txids, traces, subs, keys, plain
     FROM ROWS FROM (json_to_recordset(p_items) AS (queue text, partition text, payload json, "transactionId" text,
@@ -116,7 +116,7 @@ BEGIN
         SELECT (u.o - 1)::int AS idx, u.qname, u.pname, u.payload, u.txid, u.trace_id, u.producer_sub, u.key_id,
                u.pid, lp.num AS pnum, u.queue_id, u.dedup_window, lp.last AS last_offset,
                greatest(p_ts, coalesce(lp.last_at, p_ts)) AS ts,
-               min(u.o) OVER (PARTITION BY u.pid, u.txid) - 1 AS first_idx
+               CASE WHEN u.txid IS NULL THEN u.o ELSE min(u.o) OVER (PARTITION BY u.pid, u.txid) END - 1 AS first_idx
         FROM unnest(p_it.qn, p_it.pn, p_it.payloads, p_it.txids, p_it.traces, p_it.subs, p_it.keys,
                     p_pids, p_qids, p_wins)
              WITH ORDINALITY AS u(qname, pname, payload, txid, trace_id, producer_sub, key_id, pid, queue_id,
@@ -138,7 +138,7 @@ BEGIN
         CROSS JOIN LATERAL (
             -- no subquery in _dedup_seen's arguments, so it is inlined
             -- (a function call per probe cost ~30 µs)
-            SELECT CASE WHEN j.dedup_window > 0 THEN
+            SELECT CASE WHEN j.dedup_window > 0 AND j.txid IS NOT NULL THEN
                 (SELECT s.seen FROM queen._dedup_seen(j.pnum, j.pid, j.queue_id, j.txid,
                                                       j.ts - make_interval(secs => j.dedup_window), fl.floor) s)
                 END AS seen
@@ -149,8 +149,9 @@ BEGIN
                    k.last_offset + count(*) FILTER (WHERE k.fresh) OVER (PARTITION BY k.pid ORDER BY k.idx) END AS off
         FROM k
     )
-    -- A repeat inside the request reports the offset of its first item.
-    SELECT r.idx, r.qname, r.pname, r.payload, r.txid, r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum,
+    -- A repeat inside the request reports the offset of its first item; an
+    -- item without an id gets one that names its offset (queen.self_id).
+    SELECT r.idx, r.qname, r.pname, r.payload, coalesce(r.txid, queen.self_id(r.ts, r.off)), r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum,
            r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
            coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid))
     FROM r;
@@ -195,11 +196,12 @@ BEGIN
         FROM (SELECT pid, max(off) AS last, min(ts) AS ts FROM fresh GROUP BY pid) f
         WHERE p.id = f.pid AND p.id = ANY (p_locked)
     ),
-    dd AS (  -- each segment's first key is the segment's (segments_first_key)
+    dd AS (  -- each segment's first key is the segment's (segments_first_key);
+             -- a self-located message needs none (migration 0015)
         INSERT INTO queen.dedup (key, msg_offset, created_at)
         SELECT queen.dedup_key(f.pid, f.txid), f.off, f.ts
         FROM (SELECT fresh.*, min(fresh.off) OVER (PARTITION BY fresh.pid) AS base FROM fresh) f
-        WHERE f.dedup_window > 0 AND f.off > f.base
+        WHERE f.dedup_window > 0 AND f.off > f.base AND queen.self_offset(f.txid) IS DISTINCT FROM f.off
     ),
     rdy AS (
         INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
@@ -231,7 +233,8 @@ END
 $fn$;
 
 -- _push appends items [{queue, partition, payload, transactionId, traceId}]
--- (validated and completed by the caller) and returns one result per item,
+-- (validated and completed by the caller; an item without a transactionId
+-- gets one generated under the lock) and returns one result per item,
 -- in input order. All or nothing. Everything that needs no lock (reading
 -- the items, finding the partitions) is done before the partitions are
 -- locked: they stay locked until the commit is flushed.
@@ -322,9 +325,11 @@ $fn$;
 --   p_payloads   the stored text of each payload: compact JSON, or the
 --                base64 text of a sealed one (then p_key_id names its key);
 --   p_trace_ids  NULL, or one per item (NULL elements allowed).
--- It returns the partition, the push's time, and per item, in input order,
--- whether it was stored (fresh) and the offset it is at (a duplicate: the
--- offset its first copy is at). A message's id is queen.message_id of its
+-- p_txids holds NULL for an item without a transactionId: it gets one
+-- generated under the lock (queen.self_id). It returns the partition, the
+-- push's time, and per item, in input order, whether it was stored (fresh),
+-- the offset it is at (a duplicate: the offset its first copy is at) and
+-- its transactionId. A message's id is queen.message_id of its
 -- partition and offset.
 
 -- _push_target looks up and locks the partition of a push_partition call,
@@ -364,11 +369,12 @@ BEGIN
 END
 $fn$;
 
+DROP FUNCTION IF EXISTS queen.push_partition(text, text, text[], text[], text[], text, text, timestamptz);
 CREATE OR REPLACE FUNCTION queen.push_partition(p_queue text, p_partition text, p_txids text[], p_payloads text[],
                                                 p_trace_ids text[], p_producer_sub text, p_key_id text,
                                                 p_now timestamptz,
                                                 OUT partition_id uuid, OUT created_at timestamptz,
-                                                OUT fresh boolean[], OUT offsets bigint[])
+                                                OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
     t        record;   -- the partition, locked: pid, pnum, qid, last, last_at, dedup_window, max_size
@@ -390,7 +396,7 @@ DECLARE
 BEGIN
     -- Shared against subscription creation and queue deletion (exclusive).
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
-    IF cardinality(p_txids) > 1 THEN
+    IF cardinality(p_txids) > 1 AND cardinality(array_remove(p_txids, NULL)) > 0 THEN
         -- A batch probes its keys (~13 µs each) before it locks the
         -- partition, so pushes to one partition do not queue behind each
         -- other's probes; under the lock it reads only the messages pushed
@@ -413,7 +419,7 @@ BEGIN
                           FROM queen._dedup_seen(v_pre_num, v_pre_pid, v_pre_qid, u.txid,
                                                  v_pre_at - make_interval(secs => v_pre_window),
                                                  coalesce(v_pre_floor, '-infinity')) s) AS seen
-                  FROM (SELECT DISTINCT x.txid FROM unnest(p_txids) AS x(txid)) u) k
+                  FROM (SELECT DISTINCT x.txid FROM unnest(p_txids) AS x(txid) WHERE x.txid IS NOT NULL) u) k
             WHERE k.seen IS NOT NULL;
         END IF;
     END IF;
@@ -448,17 +454,18 @@ BEGIN
         -- what only a batch needs (repeats within it, key rows, array
         -- segments). Starting up the batch statement's plan was a fifth
         -- of a push's CPU; this takes a 1-message push from 0.42 to 0.33 ms.
-        IF t.dedup_window > 0 THEN
+        IF t.dedup_window > 0 AND p_txids[1] IS NOT NULL THEN
             SELECT s.seen INTO v_seen
             FROM queen._dedup_seen(t.pnum, t.pid, t.qid, p_txids[1], v_since, v_floor) s;
         END IF;
         fresh := ARRAY[v_seen IS NULL];
         offsets := ARRAY[coalesce(v_seen, t.last + 1)];
+        txids := ARRAY[coalesce(p_txids[1], queen.self_id(push_partition.created_at, t.last + 1))];
         IF v_seen IS NULL THEN
             WITH seg AS (
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
                                             producer_sub, key_id)
-                VALUES (t.pnum, t.last + 1, push_partition.created_at, p_txids[1], p_payloads[1],
+                VALUES (t.pnum, t.last + 1, push_partition.created_at, txids[1], p_payloads[1],
                         CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id)
             ),
             upd AS (
@@ -481,7 +488,8 @@ BEGIN
         -- is live, or that repeats an earlier item, reports its first copy's.
         -- The writes are CTEs of the same statement.
         WITH u AS (
-            SELECT x.txid, x.payload, x.trace, x.o, min(x.o) OVER (PARTITION BY x.txid) AS first
+            SELECT x.txid, x.payload, x.trace, x.o,
+                   CASE WHEN x.txid IS NULL THEN x.o ELSE min(x.o) OVER (PARTITION BY x.txid) END AS first
             FROM unnest(p_txids, p_payloads, p_trace_ids) WITH ORDINALITY AS x(txid, payload, trace, o)
         ),
         -- the messages pushed since the probes before the lock
@@ -495,7 +503,7 @@ BEGIN
         ),
         k AS MATERIALIZED (
             SELECT u.*,
-                   CASE WHEN t.dedup_window > 0 AND u.o = u.first THEN
+                   CASE WHEN t.dedup_window > 0 AND u.o = u.first AND u.txid IS NOT NULL THEN
                        CASE WHEN v_pre_num = t.pnum AND v_pre_window = t.dedup_window
                                  AND v_pre_floor IS NOT DISTINCT FROM t.dedup_floor
                                  -- every message pushed since is still there
@@ -528,9 +536,10 @@ BEGIN
             SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
             FROM (SELECT k.*, (t.dedup_window = 0 OR (k.o = k.first AND k.seen IS NULL)) AS fresh FROM k) k
         ),
+        -- an item without an id gets one that names its offset (queen.self_id)
         res AS MATERIALIZED (
-            SELECT r.o, r.txid, r.payload, r.trace, r.fresh,
-                   coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
+            SELECT r.o, coalesce(r.txid, queen.self_id(push_partition.created_at, r.off)) AS txid, r.payload,
+                   r.trace, r.fresh, coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
             FROM r
         ),
         seg AS (
@@ -550,10 +559,12 @@ BEGIN
             FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
             WHERE p.id = t.pid AND n.last IS NOT NULL
         ),
-        dd AS (  -- the first message's key is the segment's (segments_first_key)
+        dd AS (  -- the first message's key is the segment's (segments_first_key);
+                 -- a self-located message needs none (migration 0015)
             INSERT INTO queen.dedup (key, msg_offset, created_at)
             SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
             FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
+                       AND queen.self_offset(res.txid) IS DISTINCT FROM res.off
         ),
         rdy AS (
             -- An existing row is left alone, unlocked (as in _push_write).
@@ -565,7 +576,8 @@ BEGIN
             ORDER BY s.group_name
             ON CONFLICT DO NOTHING
         )
-        SELECT array_agg(res.fresh ORDER BY res.o), array_agg(res.off ORDER BY res.o) INTO fresh, offsets FROM res;
+        SELECT array_agg(res.fresh ORDER BY res.o), array_agg(res.off ORDER BY res.o), array_agg(res.txid ORDER BY res.o)
+        INTO fresh, offsets, txids FROM res;
     END IF;
 
     IF t.max_size > 0 AND queen.queue_depth(t.qid) > t.max_size THEN

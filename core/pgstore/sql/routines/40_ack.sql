@@ -8,9 +8,11 @@
 -- then the message is at or below the cursor and the ack is an
 -- "already committed" no-op, however old it is. The cost is bounded by the
 -- partition's unconsumed span, never by its history: a dedup key (a row,
--- or a segment's first message) answers at once when it points past the
--- delivered window (any offset there is rejected alike), or when it names
--- the newest message with that id: every message pushed since has a key,
+-- a segment's first message, or a self-located message's own offset,
+-- migration 0015) answers at once when it points past the delivered window
+-- (any offset there is rejected alike), or when it names the newest
+-- message with that id: every message pushed since has a key or is that
+-- self-located one,
 -- because the queue's window has not been 0 since (queen.dedup_off), and
 -- none of those keys was pruned, because the key is newer than the
 -- reaper's cutoff (a segment's first key is never pruned, so without that
@@ -25,6 +27,7 @@ DECLARE
     v_at     timestamptz;
     v_seg    bigint;
     v_seg_at timestamptz;
+    v_self   bigint;
     v_off    bigint;
 BEGIN
     SELECT d.msg_offset, d.created_at INTO v_key, v_at FROM queen.dedup d
@@ -36,6 +39,19 @@ BEGIN
     FROM queen._first_key_newest(p_num, p_txid) fk;
     IF v_seg > v_key OR v_key IS NULL THEN
         v_key := v_seg;
+        v_at := v_seg_at;
+    END IF;
+    -- A self-located message (migration 0015) has no key: it is at the
+    -- offset its id names, and no other message with that id is.
+    v_self := queen.self_offset(p_txid);
+    SELECT c.created_at INTO v_seg_at
+    FROM (SELECT s.base_offset, s.created_at, s.txid, s.txids FROM queen.segments s
+          WHERE s.partition_num = p_num AND s.base_offset <= v_self
+          ORDER BY s.base_offset DESC LIMIT 1) c
+    WHERE CASE WHEN v_self - c.base_offset < coalesce(cardinality(c.txids), 1)  -- inside the segment
+               THEN (queen.seg_all(c.txid, c.txids))[(v_self - c.base_offset + 1)::int] END = p_txid;
+    IF FOUND AND (v_self > v_key OR v_key IS NULL) THEN
+        v_key := v_self;
         v_at := v_seg_at;
     END IF;
     IF v_key > p_delivered AND queen._txid_at(p_num, v_key) IS NOT NULL THEN  -- still stored

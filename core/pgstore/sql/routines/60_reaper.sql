@@ -27,18 +27,21 @@ BEGIN
                 ORDER BY s.base_offset LIMIT p_limit) sg
             WHERE cm.keep > 0 AND (NOT p_completed OR cm.low IS NOT NULL)
             LIMIT p_limit))
-        RETURNING partition_num, base_offset, created_at, coalesce(txid, txids[1]) AS txid
+        RETURNING partition_num, base_offset, created_at, txid, txids
     ),
     keep AS (
-        -- A first message's key was its segment's (migration 0012): one
-        -- still inside its window moves to queen.dedup, as the others are.
+        -- A first message's key was its segment's (migration 0012), a
+        -- self-located message's its offset (0015): one still inside its
+        -- window moves to queen.dedup, as the others are.
         INSERT INTO queen.dedup (key, msg_offset, created_at)
-        SELECT queen.dedup_key(p.id, d.txid), d.base_offset, d.created_at
+        SELECT queen.dedup_key(p.id, u.txid), d.base_offset + u.i - 1, d.created_at
         FROM del d
         JOIN queen.partitions p ON p.num = d.partition_num
         JOIN queen.queues x ON x.id = p.queue_id
+        CROSS JOIN LATERAL unnest(queen.seg_all(d.txid, d.txids)) WITH ORDINALITY AS u(txid, i)
         WHERE x.dedup_window > 0 AND d.created_at > p_now - make_interval(secs => x.dedup_window)
           AND NOT queen._dedup_off(x.id, d.created_at)
+          AND (u.i = 1 OR queen.self_offset(u.txid) = d.base_offset + u.i - 1)
     )
     SELECT count(*) INTO n FROM del;
     RETURN n;
