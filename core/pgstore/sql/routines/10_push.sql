@@ -131,9 +131,10 @@ BEGIN
         -- table was small would scan it for good
         -- (each LATERAL fenced, OFFSET 0: pulled up, a subquery would run
         -- once per reference to its column)
-        CROSS JOIN LATERAL (
-            SELECT coalesce((SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = j.queue_id),
-                            '-infinity') AS floor
+        CROSS JOIN LATERAL (  -- read only for an item that is probed
+            SELECT CASE WHEN j.dedup_window > 0 AND j.txid IS NOT NULL THEN
+                coalesce((SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = j.queue_id), '-infinity')
+                END AS floor
             OFFSET 0) fl
         CROSS JOIN LATERAL (
             -- no subquery in _dedup_seen's arguments, so it is inlined
