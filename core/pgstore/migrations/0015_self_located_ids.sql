@@ -23,7 +23,7 @@ $$;
 
 -- The first key of a segment whose first message is self-located is not a
 -- key: such segments leave the index (a probe reads their offset instead).
--- The index is built again, and pushes wait for it: about 4 s for a log of
+-- The index is built again, and pushes wait for it: 3.3 s for a log of
 -- 3 million segments on the 2-core development machine.
 DROP INDEX queen.segments_first_key;
 CREATE INDEX segments_first_key
