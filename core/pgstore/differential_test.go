@@ -479,11 +479,13 @@ func genSequence(seed uint64, steps int) []dOp {
 			o.d = time.Duration(rng.IntN(11)) * time.Second // 0: the queue's leaseTime
 		case r < 100:
 			o.kind = dConfigure
-			switch rng.IntN(3) {
+			switch rng.IntN(4) {
 			case 0:
 				o.opts.RetryLimit = ptr(rng.IntN(4))
 			case 1:
 				o.opts.LeaseTime = ptr(2 + rng.IntN(9))
+			case 2: // the window changes: keys already pruned stay out, periods at 0 record none
+				o.opts.DedupWindow = ptr(pick(0, 5, 60, 3600))
 			default:
 				o.opts.RetryDelay = ptr(pick(0, 500, 2000)) // ms
 			}
@@ -563,6 +565,14 @@ func runSequence(env *pgstoretest.Env, seed uint64, attempt int, ops []dOp, cov 
 		model: refmodel.New(), queue: fmt.Sprintf("diff-%d-%d", seed, attempt),
 		pids: map[string]string{}, names: map[string]string{}, leases: map[[2]string][]string{}, cov: cov}
 	defer func() { _ = r.store.DeleteQueue(ctx, r.queue) }()
+	// The reaper's record (when it last ran, its dedup cutoff) is global to
+	// the database, and every sequence's clock starts at the same time: a
+	// sequence starts as on a database never reaped, not after the reaps
+	// of the one before, which ran "later" (a window change computes the
+	// queue's dedup floor from them).
+	if _, err := env.Pool.Exec(ctx, `DELETE FROM queen.reaper`); err != nil {
+		return 0, fmt.Sprintf("reset the reaper's record: %v", err)
+	}
 	for i, o := range ops {
 		if msg := r.step(o); msg != "" {
 			return i, msg

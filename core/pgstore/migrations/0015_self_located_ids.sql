@@ -1,24 +1,44 @@
--- 0015: transactionIds the engine generates carry their own offset.
+-- 0015: transactionIds the engine generates say where their message is.
 --
 -- A push item without a transactionId gets one generated under its
--- partition's lock (queen.self_id), once its offset is known: a UUIDv7
--- whose version digit is followed by the marker "a1" and whose last 11 hex
--- digits are the offset (offsets below 2^44; the rest of the id is the
--- push's millisecond and 22 random bits). A message whose transactionId
--- names its own offset this way is "self-located": a probe finds it by
+-- partition's lock (queen.self_id), once its offset is known: a UUIDv7 of
+-- the push's millisecond whose last 15 hex digits end with the partition's
+-- number and the message's offset, and whose digits after the version
+-- digit 7 are the marker "a" and how many digits each of the two takes
+-- (random digits fill the rest). Two messages never get the same one: no
+-- two share partition and offset. A message whose transactionId names its
+-- own partition and offset this way is "self-located": a probe finds it by
 -- reading that offset (queen._self_seen), so it needs no dedup key — no
 -- queen.dedup row and no segments_first_key entry — and a push that
 -- generates its ids probes nothing for them (each is new: its offset is).
--- Which messages are self-located is read from the id and the offset
--- alone, so an id a client sends that happens to name its own offset is
--- found the same way, and every other id keeps its key as before.
+-- Which messages are self-located is read from the id, the partition and
+-- the offset alone, so an id a client sends that happens to name its own
+-- place is found the same way, and every other id keeps its key as before.
 
--- self_offset is the offset a transactionId names, or NULL when it names
--- none (an id not in the generated form).
-CREATE FUNCTION queen.self_offset(p_txid text)
+-- _self_offset reads the offset from the id's 32 hex digits p_hex, whose
+-- last p_k digits are the offset and the p_j before them the partition
+-- number.
+CREATE FUNCTION queen._self_offset(p_hex text, p_k int, p_j int, p_num bigint)
 RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN substr(p_txid, 15, 3) = '7a1' AND length(p_txid) = 36 AND substr(p_txid, 26) ~ '^[0-9a-f]{11}$'
-                THEN ('x' || lpad(substr(p_txid, 26), 16, '0'))::bit(64)::bigint END
+    SELECT CASE WHEN p_k + p_j <= 15
+                     AND ('x' || lpad(left(right(p_hex, p_k + p_j), p_j), 16, '0'))::bit(64)::bigint = p_num
+                THEN ('x' || lpad(right(p_hex, p_k), 16, '0'))::bit(64)::bigint END
+$$;
+
+-- self_offset is the offset a transactionId names in partition number
+-- p_num, or NULL when it names none there (an id not in the generated
+-- form, or generated for another partition). The form:
+--   xxxxxxxx-xxxx-7aKJ-Vrrr-rrrrrrrrrrrr
+-- K and J: how many of the last 15 hex digits (the r, the dash left out)
+-- the offset and the partition number take, the offset last (at most 15
+-- together); V: the variant.
+CREATE FUNCTION queen.self_offset(p_txid text, p_num bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN substr(p_txid, 15, 2) = '7a'
+                     AND p_txid ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7a[1-9a-f][1-9a-f]-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' THEN
+        queen._self_offset(replace(p_txid, '-', ''), ('x' || substr(p_txid, 17, 1))::bit(4)::int,
+                           ('x' || substr(p_txid, 18, 1))::bit(4)::int, p_num)
+    END
 $$;
 
 -- The first key of a segment whose first message is self-located is not a
@@ -28,4 +48,4 @@ $$;
 DROP INDEX queen.segments_first_key;
 CREATE INDEX segments_first_key
     ON queen.segments (queen.first_key(partition_num, coalesce(txid, txids[1])), queen.minute_of(created_at))
-    WHERE queen.self_offset(coalesce(txid, txids[1])) IS DISTINCT FROM base_offset;
+    WHERE queen.self_offset(coalesce(txid, txids[1]), partition_num) IS DISTINCT FROM base_offset;

@@ -158,7 +158,7 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
             AND queen.minute_of(s.created_at) >= queen._minute_bound(p_since)
-            AND queen.self_offset(coalesce(s.txid, s.txids[1])) IS DISTINCT FROM s.base_offset  -- the index's predicate
+            AND queen.self_offset(coalesce(s.txid, s.txids[1]), s.partition_num) IS DISTINCT FROM s.base_offset  -- the index's predicate
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid AND c.created_at > p_since
 $$;
@@ -172,33 +172,45 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
     FROM (SELECT s.partition_num, s.base_offset, s.created_at, coalesce(s.txid, s.txids[1]) AS txid
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
-            AND queen.self_offset(coalesce(s.txid, s.txids[1])) IS DISTINCT FROM s.base_offset
+            AND queen.self_offset(coalesce(s.txid, s.txids[1]), s.partition_num) IS DISTINCT FROM s.base_offset
           ORDER BY queen.minute_of(s.created_at) DESC, s.created_at DESC, s.base_offset DESC
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid
     LIMIT 1
 $$;
 
+-- _self_tail is the part of a generated id after its time: version and
+-- marker "-7a", the number of hex digits of the offset (p_off, in hex) and
+-- of the partition number (p_num), the variant digit (8, 9, a or b), and
+-- 15 digits ending with the partition number and the offset.
+CREATE OR REPLACE FUNCTION queen._self_tail(p_num text, p_off text)
+RETURNS text LANGUAGE sql VOLATILE AS $$
+    SELECT '-7a' || to_hex(length(p_off)) || to_hex(length(p_num)) || '-' || to_hex(8 + floor(random() * 4)::int)
+           || overlay(lpad(to_hex(floor(random() * 16::float8 ^ (15 - length(p_num) - length(p_off)))::bigint),
+                           15 - length(p_num) - length(p_off), '0') || p_num || p_off
+                      PLACING '-' FROM 4 FOR 0)
+$$;
+
 -- self_id is the transactionId generated for the message at offset p_off
--- pushed at p_at (migration 0015): a UUIDv7 of that millisecond, version
--- digit and marker "7a1", 22 random bits, and the offset in its last 11
--- hex digits (queen.self_offset reads it back). Unique in its partition by
--- its offset; two partitions share one only if they push the same offset
--- in the same millisecond with the same 22 random bits. An offset of 2^44
--- or more gets 48 random bits instead: that id is not self-located, and
--- gets its dedup key as a client's id does. The random bits come from
+-- of partition number p_num, pushed at p_at (migration 0015): a UUIDv7 of
+-- that millisecond that names the partition and the offset
+-- (queen.self_offset reads it back), the digits they leave filled at
+-- random. No two messages get the same one. When the two take more than
+-- 15 hex digits together (a partition past 16^15 / 16^(partition's digits)
+-- messages), the id is a random UUIDv7 instead: not self-located, it gets
+-- its dedup key as a client's id does. The random digits come from
 -- random() (seeded per connection from the system's strong source): they
--- keep ids of different partitions apart, they guard nothing, and
--- gen_random_uuid() per digit made a 100-message push 1 ms slower.
-CREATE OR REPLACE FUNCTION queen.self_id(p_at timestamptz, p_off bigint)
+-- guard nothing, and gen_random_uuid() per digit made a 100-message push
+-- 1 ms slower.
+DROP FUNCTION IF EXISTS queen.self_id(timestamptz, bigint);
+CREATE OR REPLACE FUNCTION queen.self_id(p_at timestamptz, p_num bigint, p_off bigint)
 RETURNS text LANGUAGE sql VOLATILE AS $$
     SELECT overlay(lpad(to_hex(greatest(floor(extract(epoch FROM p_at) * 1000), 0)::bigint), 12, '0') PLACING '-' FROM 9 FOR 0)
-           || '-7a1' || to_hex(floor(random() * 16)::int)
-           || '-' || to_hex(8 + floor(random() * 4)::int)  -- the variant digit: 8, 9, a or b
-           || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
-           || '-' || CASE WHEN p_off >= 0 AND p_off < 17592186044416
-                          THEN to_hex(floor(random() * 16)::int) || lpad(to_hex(p_off), 11, '0')
-                          ELSE lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0') END
+           || CASE WHEN p_num > 0 AND p_off >= 0 AND length(to_hex(p_num)) + length(to_hex(p_off)) <= 15
+                   THEN queen._self_tail(to_hex(p_num), to_hex(p_off))
+                   ELSE '-7' || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
+                        || '-' || to_hex(8 + floor(random() * 4)::int) || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
+                        || '-' || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0') END
 $$;
 
 -- _self_seen is the offset p_txid names in partition number p_num when the
@@ -210,9 +222,9 @@ CREATE OR REPLACE FUNCTION queen._self_seen(p_num bigint, p_qid bigint, p_txid t
                                             p_since timestamptz, p_floor timestamptz)
 RETURNS TABLE (seen bigint) LANGUAGE sql STABLE AS $$
     SELECT c.off
-    FROM (SELECT queen.self_offset(p_txid) AS off, s.base_offset, s.created_at, s.txid, s.txids
+    FROM (SELECT queen.self_offset(p_txid, p_num) AS off, s.base_offset, s.created_at, s.txid, s.txids
           FROM queen.segments s
-          WHERE s.partition_num = p_num AND s.base_offset <= queen.self_offset(p_txid)
+          WHERE s.partition_num = p_num AND s.base_offset <= queen.self_offset(p_txid, p_num)
           ORDER BY s.base_offset DESC LIMIT 1) c
     WHERE CASE WHEN c.off - c.base_offset < coalesce(cardinality(c.txids), 1)  -- inside the segment
                THEN (queen.seg_all(c.txid, c.txids))[(c.off - c.base_offset + 1)::int] END = p_txid

@@ -151,8 +151,8 @@ BEGIN
         FROM k
     )
     -- A repeat inside the request reports the offset of its first item; an
-    -- item without an id gets one that names its offset (queen.self_id).
-    SELECT r.idx, r.qname, r.pname, r.payload, coalesce(r.txid, queen.self_id(r.ts, r.off)), r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum,
+    -- item without an id gets one that names its place (queen.self_id).
+    SELECT r.idx, r.qname, r.pname, r.payload, coalesce(r.txid, queen.self_id(r.ts, r.pnum, r.off)), r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum,
            r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
            coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid))
     FROM r;
@@ -202,7 +202,7 @@ BEGIN
         INSERT INTO queen.dedup (key, msg_offset, created_at)
         SELECT queen.dedup_key(f.pid, f.txid), f.off, f.ts
         FROM (SELECT fresh.*, min(fresh.off) OVER (PARTITION BY fresh.pid) AS base FROM fresh) f
-        WHERE f.dedup_window > 0 AND f.off > f.base AND queen.self_offset(f.txid) IS DISTINCT FROM f.off
+        WHERE f.dedup_window > 0 AND f.off > f.base AND queen.self_offset(f.txid, f.pnum) IS DISTINCT FROM f.off
     ),
     rdy AS (
         INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
@@ -461,7 +461,7 @@ BEGIN
         END IF;
         fresh := ARRAY[v_seen IS NULL];
         offsets := ARRAY[coalesce(v_seen, t.last + 1)];
-        txids := ARRAY[coalesce(p_txids[1], queen.self_id(push_partition.created_at, t.last + 1))];
+        txids := ARRAY[coalesce(p_txids[1], queen.self_id(push_partition.created_at, t.pnum, t.last + 1))];
         IF v_seen IS NULL THEN
             WITH seg AS (
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
@@ -537,9 +537,9 @@ BEGIN
             SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
             FROM (SELECT k.*, (t.dedup_window = 0 OR (k.o = k.first AND k.seen IS NULL)) AS fresh FROM k) k
         ),
-        -- an item without an id gets one that names its offset (queen.self_id)
+        -- an item without an id gets one that names its place (queen.self_id)
         res AS MATERIALIZED (
-            SELECT r.o, coalesce(r.txid, queen.self_id(push_partition.created_at, r.off)) AS txid, r.payload,
+            SELECT r.o, coalesce(r.txid, queen.self_id(push_partition.created_at, t.pnum, r.off)) AS txid, r.payload,
                    r.trace, r.fresh, coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
             FROM r
         ),
@@ -565,7 +565,7 @@ BEGIN
             INSERT INTO queen.dedup (key, msg_offset, created_at)
             SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
             FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
-                       AND queen.self_offset(res.txid) IS DISTINCT FROM res.off
+                       AND queen.self_offset(res.txid, t.pnum) IS DISTINCT FROM res.off
         ),
         rdy AS (
             -- An existing row is left alone, unlocked (as in _push_write).

@@ -42,8 +42,8 @@ BEGIN
         v_at := v_seg_at;
     END IF;
     -- A self-located message (migration 0015) has no key: it is at the
-    -- offset its id names, and no other message with that id is.
-    v_self := queen.self_offset(p_txid);
+    -- offset its id names, and no other self-located message has that id.
+    v_self := queen.self_offset(p_txid, p_num);
     SELECT c.created_at INTO v_seg_at
     FROM (SELECT s.base_offset, s.created_at, s.txid, s.txids FROM queen.segments s
           WHERE s.partition_num = p_num AND s.base_offset <= v_self
