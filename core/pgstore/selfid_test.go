@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -290,6 +291,40 @@ func TestGeneratedIdsBeyondTheirOffsetRange(t *testing.T) {
 			again, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "big", Partition: "p", Payload: payload(0), TransactionID: r.TransactionID}})
 			if err != nil || again[0].Status != queen.StatusDuplicate || again[0].Offset != r.Offset {
 				t.Errorf("%s (offset %d) sent back: %+v %v, want a duplicate", r.TransactionID, r.Offset, again, err)
+			}
+		}
+	}
+}
+
+// The generated form, as the README and migration 0015 document it: the
+// id names partition number and offset when their hex digits fit in 15
+// together, and self_fits, which tells a push it may skip the key, says
+// the same (a push that skipped a key for an id that names nothing would
+// lose a duplicate).
+func TestGeneratedIdFormNamesPartitionAndOffset(t *testing.T) {
+	e := pgstoretest.New(t)
+	form := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7a([1-9a-f])([1-9a-f])-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	for _, num := range []int64{1, 15, 16, 4095, 1 << 20, 1 << 40, 1<<56 - 1} {
+		for _, off := range []int64{0, 1, 15, 16, 1 << 24, 1 << 44, 1<<52 - 1, 1 << 52, 1<<56 - 1, 1 << 60, 1<<63 - 1} {
+			n, o := strconv.FormatInt(num, 16), strconv.FormatInt(off, 16)
+			fits := len(n)+len(o) <= 15
+			var id string
+			var named *int64
+			var selfFits bool
+			if err := e.Pool.QueryRow(ctx, `SELECT x.id, queen.self_offset(x.id, $1), queen.self_fits($1, $2)
+				FROM (SELECT queen.self_id(now(), $1, $2) AS id) x`, num, off).Scan(&id, &named, &selfFits); err != nil {
+				t.Fatal(err)
+			}
+			if !uuidV7.MatchString(id) {
+				t.Fatalf("partition %d offset %d: %q is not a UUIDv7", num, off, id)
+			}
+			m := form.FindStringSubmatch(id)
+			digits := strings.ReplaceAll(id, "-", "")[17:]
+			names := m != nil && m[1] == strconv.FormatInt(int64(len(o)), 16) && m[2] == strconv.FormatInt(int64(len(n)), 16) &&
+				strings.HasSuffix(digits, n+o)
+			if names != fits || selfFits != fits || (named != nil && *named == off) != fits {
+				t.Errorf("partition %d offset %d: id %s names them %v, self_fits %v, self_offset %v; want all %v",
+					num, off, id, names, selfFits, named, fits)
 			}
 		}
 	}

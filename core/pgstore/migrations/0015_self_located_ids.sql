@@ -15,29 +15,33 @@
 -- the offset alone, so an id a client sends that happens to name its own
 -- place is found the same way, and every other id keeps its key as before.
 
--- _self_offset reads the offset from the id's 32 hex digits p_hex, whose
--- last p_k digits are the offset and the p_j before them the partition
--- number.
-CREATE FUNCTION queen._self_offset(p_hex text, p_k int, p_j int, p_num bigint)
+-- _self_offset reads the offset from the id's last 15 digits p_digits, of
+-- which the last p_k are the offset and the p_j before them the partition
+-- number (p_k and p_j 0: the id's digits for them were not 1-f). No
+-- regular expression and no cast before the digits are known to be hex:
+-- it runs for every segment a push writes (the index's predicate).
+CREATE FUNCTION queen._self_offset(p_digits text, p_k int, p_j int, p_num bigint)
 RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN p_k + p_j <= 15
-                     AND ('x' || lpad(left(right(p_hex, p_k + p_j), p_j), 16, '0'))::bit(64)::bigint = p_num
-                THEN ('x' || lpad(right(p_hex, p_k), 16, '0'))::bit(64)::bigint END
+    SELECT CASE WHEN p_k > 0 AND p_j > 0 AND p_k + p_j <= 15
+                     AND substr(p_digits, 16 - p_k - p_j, p_j) = to_hex(p_num)
+                     AND ltrim(right(p_digits, p_k), '0123456789abcdef') = ''
+                THEN ('x' || lpad(right(p_digits, p_k), 16, '0'))::bit(64)::bigint END
 $$;
 
 -- self_offset is the offset a transactionId names in partition number
 -- p_num, or NULL when it names none there (an id not in the generated
 -- form, or generated for another partition). The form:
 --   xxxxxxxx-xxxx-7aKJ-Vrrr-rrrrrrrrrrrr
--- K and J: how many of the last 15 hex digits (the r, the dash left out)
--- the offset and the partition number take, the offset last (at most 15
--- together); V: the variant.
+-- K and J (1-f): how many of the last 15 hex digits (the r, the dash left
+-- out) the offset and the partition number take, the offset last (at most
+-- 15 together); V: the variant. The rest is not checked: a message is
+-- self-located when its id names its own place, read this one way by the
+-- pushes (no key), the index (no entry) and the probes (found there).
 CREATE FUNCTION queen.self_offset(p_txid text, p_num bigint)
 RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN substr(p_txid, 15, 2) = '7a'
-                     AND p_txid ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7a[1-9a-f][1-9a-f]-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' THEN
-        queen._self_offset(replace(p_txid, '-', ''), ('x' || substr(p_txid, 17, 1))::bit(4)::int,
-                           ('x' || substr(p_txid, 18, 1))::bit(4)::int, p_num)
+    SELECT CASE WHEN substr(p_txid, 15, 2) = '7a' AND length(p_txid) = 36 THEN
+        queen._self_offset(right(replace(p_txid, '-', ''), 15), strpos('123456789abcdef', substr(p_txid, 17, 1)),
+                           strpos('123456789abcdef', substr(p_txid, 18, 1)), p_num)
     END
 $$;
 

@@ -179,6 +179,14 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
     LIMIT 1
 $$;
 
+-- self_fits says whether the id generated for offset p_off of partition
+-- number p_num names them (queen.self_id): a push needs no dedup key for
+-- such an id, and writes none (a test holds it to queen.self_offset).
+CREATE OR REPLACE FUNCTION queen.self_fits(p_num bigint, p_off bigint)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_num > 0 AND p_off >= 0 AND length(to_hex(p_num)) + length(to_hex(p_off)) <= 15
+$$;
+
 -- _self_tail is the part of a generated id after its time: version and
 -- marker "-7a", the number of hex digits of the offset (p_off, in hex) and
 -- of the partition number (p_num), the variant digit (8, 9, a or b), and
@@ -206,8 +214,7 @@ DROP FUNCTION IF EXISTS queen.self_id(timestamptz, bigint);
 CREATE OR REPLACE FUNCTION queen.self_id(p_at timestamptz, p_num bigint, p_off bigint)
 RETURNS text LANGUAGE sql VOLATILE AS $$
     SELECT overlay(lpad(to_hex(greatest(floor(extract(epoch FROM p_at) * 1000), 0)::bigint), 12, '0') PLACING '-' FROM 9 FOR 0)
-           || CASE WHEN p_num > 0 AND p_off >= 0 AND length(to_hex(p_num)) + length(to_hex(p_off)) <= 15
-                   THEN queen._self_tail(to_hex(p_num), to_hex(p_off))
+           || CASE WHEN queen.self_fits(p_num, p_off) THEN queen._self_tail(to_hex(p_num), to_hex(p_off))
                    ELSE '-7' || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
                         || '-' || to_hex(8 + floor(random() * 4)::int) || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
                         || '-' || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0') END

@@ -202,7 +202,9 @@ BEGIN
         INSERT INTO queen.dedup (key, msg_offset, created_at)
         SELECT queen.dedup_key(f.pid, f.txid), f.off, f.ts
         FROM (SELECT fresh.*, min(fresh.off) OVER (PARTITION BY fresh.pid) AS base FROM fresh) f
-        WHERE f.dedup_window > 0 AND f.off > f.base AND queen.self_offset(f.txid, f.pnum) IS DISTINCT FROM f.off
+        WHERE f.dedup_window > 0 AND f.off > f.base
+          AND CASE WHEN p_it.txids[f.idx + 1] IS NULL THEN NOT queen.self_fits(f.pnum, f.off)  -- generated
+                   ELSE queen.self_offset(f.txid, f.pnum) IS DISTINCT FROM f.off END
     ),
     rdy AS (
         INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
@@ -539,8 +541,9 @@ BEGIN
         ),
         -- an item without an id gets one that names its place (queen.self_id)
         res AS MATERIALIZED (
-            SELECT r.o, coalesce(r.txid, queen.self_id(push_partition.created_at, t.pnum, r.off)) AS txid, r.payload,
-                   r.trace, r.fresh, coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
+            SELECT r.o, coalesce(r.txid, queen.self_id(push_partition.created_at, t.pnum, r.off)) AS txid,
+                   r.txid IS NULL AS gen, r.payload, r.trace, r.fresh,
+                   coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
             FROM r
         ),
         seg AS (
@@ -565,7 +568,8 @@ BEGIN
             INSERT INTO queen.dedup (key, msg_offset, created_at)
             SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
             FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
-                       AND queen.self_offset(res.txid, t.pnum) IS DISTINCT FROM res.off
+                       AND CASE WHEN res.gen THEN NOT queen.self_fits(t.pnum, res.off)
+                                ELSE queen.self_offset(res.txid, t.pnum) IS DISTINCT FROM res.off END
         ),
         rdy AS (
             -- An existing row is left alone, unlocked (as in _push_write).
