@@ -91,18 +91,7 @@ func TestGeneratedIdsAreUUIDv7sThatDeduplicate(t *testing.T) {
 func TestGeneratedIdSentBackAfterRetentionIsADuplicate(t *testing.T) {
 	e := pgstoretest.New(t)
 	configure(t, e, "r", queen.QueueOptions{DedupWindowSeconds: ptr(3600), RetentionSeconds: ptr(1)})
-	var stored []queen.PushResult
-	for _, n := range []int{1, 3} {
-		items := make([]queen.PushItem, n)
-		for i := range items {
-			items[i] = queen.PushItem{Queue: "r", Partition: "p", Payload: payload(i)}
-		}
-		res, err := e.Store.Push(ctx, items)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored = append(stored, res...)
-	}
+	stored := append(pushGenerated(t, e, "r", "p", 1), pushGenerated(t, e, "r", "p", 3)...)
 	e.Clock.Advance(10 * time.Second)
 	if st, err := e.Store.Reap(ctx, 100); err != nil || st.SegmentsRetained != 2 {
 		t.Fatalf("reap: %+v %v, want both segments removed by retention", st, err)
@@ -243,10 +232,7 @@ func TestGeneratedIdsFollowWindowChanges(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := pgstoretest.New(t)
 			configure(t, e, "w", queen.QueueOptions{DedupWindowSeconds: ptr(c.window)})
-			res, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "w", Partition: "p", Payload: payload(0)}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := pushGenerated(t, e, "w", "p", 1)
 			e.Clock.Advance(c.advance)
 			if c.reap {
 				if _, err := e.Store.Reap(ctx, 100); err != nil {
@@ -276,15 +262,7 @@ func TestGeneratedIdsBeyondTheirOffsetRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{3, 1} {
-		items := make([]queen.PushItem, n)
-		for i := range items {
-			items[i] = queen.PushItem{Queue: "big", Partition: "p", Payload: payload(i)}
-		}
-		res, err := e.Store.Push(ctx, items)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
+		for _, r := range pushGenerated(t, e, "big", "p", n) {
 			if !uuidV7.MatchString(r.TransactionID) {
 				t.Fatalf("generated id %q at offset %d is not a UUIDv7", r.TransactionID, r.Offset)
 			}
@@ -328,4 +306,19 @@ func TestGeneratedIdFormNamesPartitionAndOffset(t *testing.T) {
 			}
 		}
 	}
+}
+
+// pushGenerated pushes n messages without transactionIds to one partition,
+// in one request.
+func pushGenerated(t *testing.T, e *pgstoretest.Env, queue, partition string, n int) []queen.PushResult {
+	t.Helper()
+	items := make([]queen.PushItem, n)
+	for i := range items {
+		items[i] = queen.PushItem{Queue: queue, Partition: partition, Payload: payload(i)}
+	}
+	res, err := e.Store.Push(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
