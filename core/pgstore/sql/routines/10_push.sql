@@ -152,8 +152,8 @@ BEGIN
     )
     -- A repeat inside the request reports the offset of its first item; an
     -- item without an id gets one that names its place (queen.self_id).
-    SELECT r.idx, r.qname, r.pname, r.payload, coalesce(r.txid, queen.self_id(r.ts, r.pnum, r.off)), r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum,
-           r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
+    SELECT r.idx, r.qname, r.pname, r.payload, coalesce(r.txid, queen.self_id(r.ts, r.pnum, r.off)), r.trace_id,
+           r.producer_sub, r.key_id, r.pid, r.pnum, r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
            coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid))
     FROM r;
 END
