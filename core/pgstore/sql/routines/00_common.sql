@@ -95,9 +95,23 @@ RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT p_base + coalesce(cardinality(p_many), 1) - 1
 $$;
 
+-- _message_at is the message stored at offset p_off of partition number
+-- p_num, read from the one segment that would hold it: its transactionId
+-- and push time. No row when none is (not pushed yet, removed by
+-- retention, or p_off NULL). Inlined into its callers.
+CREATE OR REPLACE FUNCTION queen._message_at(p_num bigint, p_off bigint)
+RETURNS TABLE (txid text, created_at timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_off - c.base_offset < coalesce(cardinality(c.txids), 1)  -- inside the segment
+                THEN (queen.seg_all(c.txid, c.txids))[(p_off - c.base_offset + 1)::int] END,
+           c.created_at
+    FROM (SELECT s.base_offset, s.created_at, s.txid, s.txids FROM queen.segments s
+          WHERE s.partition_num = p_num AND s.base_offset <= p_off
+          ORDER BY s.base_offset DESC LIMIT 1) c
+    WHERE p_off - c.base_offset < coalesce(cardinality(c.txids), 1)
+$$;
+
 -- _txid_at is the transactionId of the message stored at offset p_off of
--- partition number p_num, read from the one segment that would hold it;
--- NULL when none is (not pushed yet, or removed by retention).
+-- partition number p_num; NULL when none is (queen._message_at).
 -- PL/pgSQL, like every helper here whose body holds a subquery: Postgres
 -- does not inline such an SQL function, and plans its body again on every
 -- call (0.3–0.7 ms), where PL/pgSQL keeps the plan for the connection.
@@ -106,10 +120,7 @@ RETURNS text LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS
 DECLARE
     v text;
 BEGIN
-    SELECT (queen.seg_all(s.txid, s.txids))[p_off - s.base_offset + 1] INTO v
-    FROM queen.segments s
-    WHERE s.partition_num = p_num AND s.base_offset <= p_off
-    ORDER BY s.base_offset DESC LIMIT 1;
+    SELECT m.txid INTO v FROM queen._message_at(p_num, p_off) m;
     RETURN v;
 END
 $fn$;
@@ -187,6 +198,17 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT p_num > 0 AND p_off >= 0 AND length(to_hex(p_num)) + length(to_hex(p_off)) <= 15
 $$;
 
+-- self_located says whether the message at offset p_off of partition
+-- number p_num with transactionId p_txid is found by the offset its id
+-- names, and so needs no dedup key: for an id the push generated
+-- (p_generated), whether it fits the form; for a client's, whether it
+-- names that place.
+CREATE OR REPLACE FUNCTION queen.self_located(p_txid text, p_generated boolean, p_num bigint, p_off bigint)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_generated THEN queen.self_fits(p_num, p_off)
+                ELSE coalesce(queen.self_offset(p_txid, p_num) = p_off, false) END
+$$;
+
 -- _self_tail is the part of a generated id after its time: version and
 -- marker "-7a", the number of hex digits of the offset (p_off, in hex) and
 -- of the partition number (p_num), the variant digit (8, 9, a or b), and
@@ -228,14 +250,10 @@ $$;
 CREATE OR REPLACE FUNCTION queen._self_seen(p_num bigint, p_qid bigint, p_txid text,
                                             p_since timestamptz, p_floor timestamptz)
 RETURNS TABLE (seen bigint) LANGUAGE sql STABLE AS $$
-    SELECT c.off
-    FROM (SELECT queen.self_offset(p_txid, p_num) AS off, s.base_offset, s.created_at, s.txid, s.txids
-          FROM queen.segments s
-          WHERE s.partition_num = p_num AND s.base_offset <= queen.self_offset(p_txid, p_num)
-          ORDER BY s.base_offset DESC LIMIT 1) c
-    WHERE CASE WHEN c.off - c.base_offset < coalesce(cardinality(c.txids), 1)  -- inside the segment
-               THEN (queen.seg_all(c.txid, c.txids))[(c.off - c.base_offset + 1)::int] END = p_txid
-      AND c.created_at > p_since AND c.created_at > p_floor AND NOT queen._dedup_off(p_qid, c.created_at)
+    SELECT queen.self_offset(p_txid, p_num)
+    FROM queen._message_at(p_num, queen.self_offset(p_txid, p_num)) m
+    WHERE m.txid = p_txid
+      AND m.created_at > p_since AND m.created_at > p_floor AND NOT queen._dedup_off(p_qid, m.created_at)
 $$;
 
 -- _dedup_seen is a push's dedup probe of one item: the offset of the newest

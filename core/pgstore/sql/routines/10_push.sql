@@ -203,8 +203,7 @@ BEGIN
         SELECT queen.dedup_key(f.pid, f.txid), f.off, f.ts
         FROM (SELECT fresh.*, min(fresh.off) OVER (PARTITION BY fresh.pid) AS base FROM fresh) f
         WHERE f.dedup_window > 0 AND f.off > f.base
-          AND CASE WHEN p_it.txids[f.idx + 1] IS NULL THEN NOT queen.self_fits(f.pnum, f.off)  -- generated
-                   ELSE queen.self_offset(f.txid, f.pnum) IS DISTINCT FROM f.off END
+          AND NOT queen.self_located(f.txid, p_it.txids[f.idx + 1] IS NULL, f.pnum, f.off)
     ),
     rdy AS (
         INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
@@ -568,8 +567,7 @@ BEGIN
             INSERT INTO queen.dedup (key, msg_offset, created_at)
             SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
             FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
-                       AND CASE WHEN res.gen THEN NOT queen.self_fits(t.pnum, res.off)
-                                ELSE queen.self_offset(res.txid, t.pnum) IS DISTINCT FROM res.off END
+                       AND NOT queen.self_located(res.txid, res.gen, t.pnum, res.off)
         ),
         rdy AS (
             -- An existing row is left alone, unlocked (as in _push_write).

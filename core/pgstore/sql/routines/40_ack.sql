@@ -44,12 +44,7 @@ BEGIN
     -- A self-located message (migration 0015) has no key: it is at the
     -- offset its id names, and no other self-located message has that id.
     v_self := queen.self_offset(p_txid, p_num);
-    SELECT c.created_at INTO v_seg_at
-    FROM (SELECT s.base_offset, s.created_at, s.txid, s.txids FROM queen.segments s
-          WHERE s.partition_num = p_num AND s.base_offset <= v_self
-          ORDER BY s.base_offset DESC LIMIT 1) c
-    WHERE CASE WHEN v_self - c.base_offset < coalesce(cardinality(c.txids), 1)  -- inside the segment
-               THEN (queen.seg_all(c.txid, c.txids))[(v_self - c.base_offset + 1)::int] END = p_txid;
+    SELECT m.created_at INTO v_seg_at FROM queen._message_at(p_num, v_self) m WHERE m.txid = p_txid;
     IF FOUND AND (v_self > v_key OR v_key IS NULL) THEN
         v_key := v_self;
         v_at := v_seg_at;

@@ -41,7 +41,7 @@ BEGIN
         CROSS JOIN LATERAL unnest(queen.seg_all(d.txid, d.txids)) WITH ORDINALITY AS u(txid, i)
         WHERE x.dedup_window > 0 AND d.created_at > p_now - make_interval(secs => x.dedup_window)
           AND NOT queen._dedup_off(x.id, d.created_at)
-          AND (u.i = 1 OR queen.self_offset(u.txid, d.partition_num) = d.base_offset + u.i - 1)
+          AND (u.i = 1 OR queen.self_located(u.txid, false, d.partition_num, d.base_offset + u.i - 1))
     )
     SELECT count(*) INTO n FROM del;
     RETURN n;
