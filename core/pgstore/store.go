@@ -344,8 +344,9 @@ func onePartition(args []pushArg) bool {
 
 // pushPartition pushes items that all go to one partition through
 // push_partition: the fields go as arrays, the results come back as the
-// partition, the push's time and per item whether it was stored and its
-// offset, and are rendered here.
+// partition, the push's time and per item whether it was stored, its
+// offset and its transactionId (generated when the item had none), and are
+// rendered here.
 func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.PushResult, error) {
 	txids, payloads, traces := make([]*string, len(args)), make([]string, len(args)), []*string(nil)
 	var sub, key *string
