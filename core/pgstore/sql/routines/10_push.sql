@@ -395,9 +395,98 @@ DECLARE
     v_pre_at     timestamptz;
     v_pre_txids  text[];
     v_pre_seen   bigint[];
+    v_num        bigint;   -- the fast way below: the partition's number, queue,
+    v_qid        bigint;   -- whether the queue has subscribed groups, and
+    v_subs       boolean;  -- a 1-message push's offset
+    v_off        bigint;
 BEGIN
     -- Shared against subscription creation and queue deletion (exclusive).
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
+    IF cardinality(array_remove(p_txids, NULL)) = 0 THEN
+        -- Every id is generated here (the common push): nothing to probe,
+        -- so the statement that writes takes the partition's lock itself.
+        -- It is started before the lock is taken, not under it, and pushes
+        -- to one partition queue behind less work: a 100-message push to one
+        -- partition at 8 clients went from ~570 to ~810 a second, a
+        -- 1-message push from ~3,400 to ~4,100. Only an existing partition
+        -- of an uncapped queue it may write to, pushes not paused; else the
+        -- careful way below. Its ready rows are written by a statement of
+        -- their own, which sees what committed before the lock (see
+        -- queen._unschedule).
+        IF cardinality(p_txids) = 1 THEN
+            UPDATE queen.partitions p
+            SET last_offset = p.last_offset + 1,
+                -- stamped under the lock: created_at is monotone per partition
+                last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
+            FROM queen.queues x
+            WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_partition AND x.max_size = 0
+              AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
+              AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
+            RETURNING p.id, p.num, x.id, p.last_offset, p.last_pushed_at,
+                      EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue)
+            INTO partition_id, v_num, v_qid, v_off, created_at, v_subs;
+            IF FOUND THEN
+                offsets := ARRAY[v_off];
+                txids := ARRAY[queen.self_id(push_partition.created_at, v_num, v_off)];
+                INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
+                                            producer_sub, key_id)
+                VALUES (v_num, v_off, push_partition.created_at, txids[1], p_payloads[1],
+                        CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id);
+            END IF;
+        ELSE
+            WITH l AS MATERIALIZED (
+                SELECT p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset AS last, x.dedup_window,
+                       -- stamped under the lock: created_at is monotone per partition
+                       greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity')) AS at,
+                       EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue) AS subs
+                FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
+                WHERE x.name = p_queue AND p.name = p_partition AND x.max_size = 0
+                  AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
+                  AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
+                FOR NO KEY UPDATE OF p
+            ),
+            res AS MATERIALIZED (  -- the items take the next offsets in input order
+                SELECT u.o, l.last + u.o AS off, queen.self_id(l.at, l.pnum, l.last + u.o) AS txid, u.payload, u.trace
+                FROM l, unnest(p_payloads, p_trace_ids) WITH ORDINALITY AS u(payload, trace, o)
+            ),
+            seg AS (
+                INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads,
+                                            trace_ids, producer_sub, key_id)
+                SELECT l.pnum, l.last + 1, l.at, NULL, NULL, array_agg(res.txid ORDER BY res.o),
+                       array_agg(res.payload ORDER BY res.o),
+                       CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
+                       p_producer_sub, p_key_id
+                FROM l, res GROUP BY l.pnum, l.last, l.at
+            ),
+            upd AS (
+                UPDATE queen.partitions p SET last_offset = l.last + cardinality(p_payloads), last_pushed_at = l.at
+                FROM l WHERE p.id = l.pid
+            ),
+            dd AS (  -- as in the careful way: a generated id that does not fit its form
+                INSERT INTO queen.dedup (key, msg_offset, created_at)
+                SELECT queen.dedup_key(l.pid, res.txid), res.off, l.at
+                FROM l, res
+                WHERE l.dedup_window > 0 AND res.off > l.last + 1 AND NOT queen.self_located(res.txid, true, l.pnum, res.off)
+            )
+            SELECT l.pid, l.at, l.qid, l.subs, array_agg(res.off ORDER BY res.o), array_agg(res.txid ORDER BY res.o)
+            INTO partition_id, created_at, v_qid, v_subs, offsets, txids
+            FROM l, res GROUP BY l.pid, l.at, l.qid, l.subs;
+        END IF;
+        IF partition_id IS NOT NULL THEN
+            fresh := array_fill(true, ARRAY[cardinality(p_txids)]);
+            IF v_subs THEN  -- as rdy below
+                INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+                SELECT v_qid, s.group_name, push_partition.partition_id, nextval('queen.ready_order')
+                FROM queen.subscriptions s
+                WHERE s.queue_name = p_queue
+                  AND (SELECT 1 FROM queen.ready r
+                       WHERE r.partition_id = push_partition.partition_id AND r.group_name = s.group_name) IS NULL
+                ORDER BY s.group_name
+                ON CONFLICT DO NOTHING;
+            END IF;
+            RETURN;
+        END IF;
+    END IF;
     IF cardinality(p_txids) > 1 AND cardinality(array_remove(p_txids, NULL)) > 0 THEN
         -- A batch probes its keys (~13 µs each) before it locks the
         -- partition, so pushes to one partition do not queue behind each

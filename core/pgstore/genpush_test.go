@@ -1,0 +1,160 @@
+package pgstore_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
+)
+
+// Pushes without transactionIds (ids generated under the partition's lock)
+// race each other on two partitions, one message or a batch at a time,
+// while two consumers keep catching up, so the groups' ready rows are
+// removed and must come back with the next push. What a user relies on:
+// each partition's offsets are 0, 1, 2, … with no gap and no repeat, a
+// push's messages are consecutive in input order, createdAt never goes
+// back along a partition, every id is a distinct UUIDv7, and each message
+// is delivered once, as pushed (none waits unseen behind a missing ready
+// row). QUEEN_CHECK_SEED replays the producers' choices.
+func TestGeneratedPushesUnderContention(t *testing.T) {
+	e := pgstoretest.NewRealTime(t)
+	seed := uint64(envInt(t, "QUEEN_CHECK_SEED", 1))
+	t.Logf("seed %d (QUEEN_CHECK_SEED=%d to replay)", seed, seed)
+	const queue, producers, pushes = "gen", 4, 50
+	parts := []string{"a", "b"}
+	type sent struct {
+		queen.PushResult
+		data json.RawMessage
+	}
+	first, err := e.Store.Push(ctx, []queen.PushItem{{Queue: queue, Partition: "a", Payload: payload("first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu        sync.Mutex
+		pushed    = []sent{{first[0], payload("first")}}
+		delivered = map[string][]queen.Message{} // by partition/offset
+		total     atomic.Int64                   // messages pushed
+		got       atomic.Int64                   // messages delivered
+		producing atomic.Int32
+		errs      = make(chan error, producers+2)
+	)
+	total.Store(1)
+	var wg sync.WaitGroup
+	producing.Store(producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer producing.Add(-1)
+			rng := rand.New(rand.NewPCG(seed, uint64(p)))
+			for s := range pushes {
+				n := 1
+				if rng.IntN(2) == 0 {
+					n = 2 + rng.IntN(19)
+				}
+				part := parts[rng.IntN(len(parts))]
+				items := make([]queen.PushItem, n)
+				for i := range items {
+					items[i] = queen.PushItem{Queue: queue, Partition: part, Payload: payload(fmt.Sprintf("%d/%d/%d", p, s, i))}
+				}
+				res, err := e.Store.Push(ctx, items)
+				if err != nil {
+					errs <- fmt.Errorf("producer %d push %d: %w", p, s, err)
+					return
+				}
+				mu.Lock()
+				for i, r := range res {
+					pushed = append(pushed, sent{r, items[i].Payload})
+				}
+				mu.Unlock()
+				total.Add(int64(n))
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond) // let the consumers catch up
+			}
+		}()
+	}
+	deadline := time.Now().Add(time.Minute)
+	for c := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for producing.Load() > 0 || got.Load() < total.Load() {
+				if time.Now().After(deadline) {
+					errs <- fmt.Errorf("consumer %d: %d of %d messages delivered after a minute", c, got.Load(), total.Load())
+					return
+				}
+				res, err := e.Store.Pop(ctx, queen.PopRequest{Queue: queue, Batch: 7})
+				if err != nil {
+					errs <- fmt.Errorf("consumer %d: pop: %w", c, err)
+					return
+				}
+				if len(res.Messages) == 0 {
+					time.Sleep(time.Millisecond) // poll until the condition above holds
+					continue
+				}
+				acks := make([]queen.Ack, len(res.Messages))
+				mu.Lock()
+				for i, m := range res.Messages {
+					key := fmt.Sprintf("%s/%d", m.Partition, m.Offset)
+					delivered[key] = append(delivered[key], m)
+					acks[i] = queen.Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID,
+						Status: queen.AckCompleted, LeaseID: res.LeaseID}
+				}
+				mu.Unlock()
+				got.Add(int64(len(res.Messages)))
+				if _, err := e.Store.Ack(ctx, acks); err != nil {
+					errs <- fmt.Errorf("consumer %d: ack: %w", c, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	byPart := map[string][]sent{}
+	ids := map[string]bool{}
+	for _, s := range pushed {
+		byPart[s.Partition] = append(byPart[s.Partition], s)
+		if !uuidV7.MatchString(s.TransactionID) || ids[s.TransactionID] {
+			t.Errorf("generated id %q: not a UUIDv7, or given twice", s.TransactionID)
+		}
+		ids[s.TransactionID] = true
+	}
+	for part, ss := range byPart {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].Offset < ss[j].Offset })
+		for i, s := range ss {
+			if s.Status != queen.StatusQueued || s.Offset != int64(i) {
+				t.Fatalf("partition %s: the %dth message stored is %+v, want status queued at offset %d", part, i, s.PushResult, i)
+			}
+			if i > 0 && s.CreatedAt.Before(ss[i-1].CreatedAt) {
+				t.Errorf("partition %s: createdAt goes back from offset %d (%s) to %d (%s)", part,
+					ss[i-1].Offset, ss[i-1].CreatedAt, s.Offset, s.CreatedAt)
+			}
+			d := delivered[fmt.Sprintf("%s/%d", part, s.Offset)]
+			if len(d) != 1 || d[0].TransactionID != s.TransactionID || string(d[0].Data) != string(s.data) {
+				t.Errorf("partition %s offset %d (%s, %s): delivered %d times: %+v", part, s.Offset, s.TransactionID, s.data, len(d), d)
+			}
+		}
+	}
+	// Within one push: consecutive offsets in input order, one time.
+	for i := 1; i < len(pushed); i++ {
+		a, b := pushed[i-1], pushed[i]
+		if b.Index > 0 && (b.Offset != a.Offset+1 || !b.CreatedAt.Equal(a.CreatedAt) || b.Partition != a.Partition) {
+			t.Errorf("items %d and %d of one push: %+v then %+v, want the next offset at the same time", a.Index, b.Index, a.PushResult, b.PushResult)
+		}
+	}
+	if got.Load() != total.Load() {
+		t.Errorf("%d messages delivered, %d pushed", got.Load(), total.Load())
+	}
+}
