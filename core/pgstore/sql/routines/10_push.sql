@@ -395,9 +395,11 @@ DECLARE
     v_pre_at     timestamptz;
     v_pre_txids  text[];
     v_pre_seen   bigint[];
-    v_num        bigint;   -- the fast way below: the partition's number, queue,
-    v_qid        bigint;   -- whether the queue has subscribed groups, and
-    v_subs       boolean;  -- a 1-message push's offset
+    -- the fast way below: the partition's number and queue, whether the
+    -- queue has subscribed groups, a 1-message push's offset
+    v_num        bigint;
+    v_qid        bigint;
+    v_subs       boolean;
     v_off        bigint;
 BEGIN
     -- Shared against subscription creation and queue deletion (exclusive).
@@ -406,13 +408,16 @@ BEGIN
         -- Every id is generated here (the common push): nothing to probe,
         -- so the statement that writes takes the partition's lock itself.
         -- It is started before the lock is taken, not under it, and pushes
-        -- to one partition queue behind less work: a 100-message push to one
-        -- partition at 8 clients went from ~570 to ~810 a second, a
-        -- 1-message push from ~3,400 to ~4,100. Only an existing partition
-        -- of an uncapped queue it may write to, pushes not paused; else the
-        -- careful way below. Its ready rows are written by a statement of
-        -- their own, which sees what committed before the lock (see
-        -- queen._unschedule).
+        -- to one partition queue behind less work (8 pgbench clients,
+        -- alternating runs: 100 messages to one partition 533-611 -> 665-822
+        -- pushes/s; one message to random partitions 3,002-3,890 ->
+        -- 3,531-4,782). Only an existing partition of an uncapped queue it
+        -- may write to, pushes not paused; else the careful way below. Its
+        -- ready rows are written by a statement of their own, after the
+        -- lock, so that it sees a ready row removed before the lock was
+        -- granted (queen._unschedule); whether the queue has groups is read
+        -- by the writing statement, whose snapshot is taken after the
+        -- queue's advisory lock.
         IF cardinality(p_txids) = 1 THEN
             UPDATE queen.partitions p
             SET last_offset = p.last_offset + 1,
