@@ -368,7 +368,7 @@ func (r *runner) rawMulti(ctx context.Context) error {
 // database; one message takes two statements, a batch one.
 const logAppendSQL = `
 CREATE OR REPLACE FUNCTION public.bench_log_append(p_queue text, p_parts text[], p_txids text[], p_payloads text[])
-RETURNS void LANGUAGE plpgsql AS $fn$
+RETURNS void LANGUAGE plpgsql SET jit = off AS $fn$  -- as the engine's routines
 DECLARE
     v_num bigint;
     v_off bigint;

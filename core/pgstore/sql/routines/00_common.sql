@@ -29,6 +29,13 @@
 --   partitions, dedup keys or idle cursors. Functions run with
 --   plan_cache_mode = force_generic_plan: custom plans of the push CTE cost
 --   ~10 ms to plan, generic plans are reused per connection.
+-- * Every PL/pgSQL routine runs with jit = off. Postgres compiles a plan
+--   to machine code each time it runs it once its estimated cost passes
+--   jit_above_cost (100,000 by default), and a generic plan estimates its
+--   probes by the size of the log: on a 470 MB database a push of 100
+--   messages to random partitions spent 75-95 of its ~100 ms compiling
+--   (6 ms on a fresh one). The SET costs ~0.2 us a call
+--   (TestRoutinesNeverCompileJIT).
 -- * A generic plan is made once per connection, often while a table is
 --   still small, and kept: a join against a hot table (dedup keys,
 --   partitions) may then be planned as a scan of it and stay one. Probes
@@ -116,7 +123,7 @@ $$;
 -- does not inline such an SQL function, and plans its body again on every
 -- call (0.3–0.7 ms), where PL/pgSQL keeps the plan for the connection.
 CREATE OR REPLACE FUNCTION queen._txid_at(p_num bigint, p_off bigint)
-RETURNS text LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS text LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v text;
 BEGIN
@@ -139,7 +146,7 @@ $$;
 -- queue's dedup window was 0 (or before migration 0012): the first key of
 -- such a segment is in the segments_first_key index but was never a key.
 CREATE OR REPLACE FUNCTION queen._dedup_off(p_qid bigint, p_at timestamptz)
-RETURNS boolean LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS boolean LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     RETURN EXISTS (SELECT 1 FROM queen.dedup_off o
                    WHERE o.queue_id = p_qid AND p_at >= o.since AND (o.until IS NULL OR p_at < o.until));
@@ -321,7 +328,7 @@ $$;
 -- created_at >= p_from among the stored ones (just before the oldest stored
 -- message when all of them are that young; the head when none is).
 CREATE OR REPLACE FUNCTION queen._start_offset(p_pid uuid, p_from timestamptz)
-RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_num    bigint;
     v_last   bigint;
@@ -356,7 +363,7 @@ $fn$;
 -- oldest stored message, since what retention removed cannot be read.
 -- Lag is lastOffset - group_position.
 CREATE OR REPLACE FUNCTION queen.group_position(p_pid uuid, p_committed bigint, p_from timestamptz)
-RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_low bigint;  -- just before the oldest stored message
 BEGIN
@@ -370,7 +377,7 @@ $fn$;
 -- slowest_position is the lowest group_position on a partition of the
 -- queue's subscribed groups; NULL when no group subscribes.
 CREATE OR REPLACE FUNCTION queen.slowest_position(p_pid uuid, p_queue text)
-RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     RETURN (SELECT min(queen.group_position(p_pid, c.committed, sb.from_ts))
             FROM queen.subscriptions sb
@@ -384,7 +391,7 @@ $fn$;
 -- stored messages when no group subscribes. Messages removed by retention
 -- do not count.
 CREATE OR REPLACE FUNCTION queen.queue_depth(p_queue_id bigint)
-RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     RETURN (SELECT coalesce(sum(p.last_offset - coalesce(queen.slowest_position(p.id, x.name),
                                                          queen.group_position(p.id, -1, NULL))), 0)::bigint

@@ -17,7 +17,7 @@
 CREATE OR REPLACE FUNCTION queen._push_items(p_items json, OUT qn text[], OUT pn text[], OUT payloads text[],
                                               OUT txids text[], OUT traces text[], OUT subs text[],
                                               OUT keys text[], OUT plain boolean[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     SELECT array_agg(x.queue ORDER BY x.o), array_agg(x.partition ORDER BY x.o),
            array_agg(CASE WHEN x.key_id IS NULL THEN coalesce(x.payload::text, 'null') ELSE x.payload #>> '{}' END
@@ -36,7 +36,7 @@ $fn$;
 DROP FUNCTION IF EXISTS queen._push_pairs(json);
 CREATE OR REPLACE FUNCTION queen._push_pairs(p_qn text[], p_pn text[], p_plain boolean[],
                                               OUT qn text[], OUT pn text[], OUT plain boolean[], OUT queues text[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     SELECT array_agg(u.qn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
            array_agg(u.pn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
@@ -56,7 +56,7 @@ CREATE OR REPLACE FUNCTION queen._push_partitions(p_qn text[], p_pn text[], p_pl
                                                    p_now timestamptz,
                                                    OUT pids uuid[], OUT qids bigint[], OUT wins int[],
                                                    OUT capped boolean, OUT sealme text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_missing boolean;
 BEGIN
@@ -108,7 +108,7 @@ CREATE OR REPLACE FUNCTION queen._push_plan(p_it queen.push_items, p_pids uuid[]
 RETURNS TABLE (idx int, qname text, pname text, payload text, txid text, trace_id text, producer_sub text,
                key_id text, pid uuid, pnum bigint, queue_id bigint, dedup_window int, ts timestamptz,
                fresh boolean, off bigint, final_off bigint)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
@@ -170,7 +170,7 @@ DROP FUNCTION IF EXISTS queen._push_write(queen.push_items, uuid[], bigint[], in
 CREATE OR REPLACE FUNCTION queen._push_write(p_it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
                                              p_locked uuid[], p_nums bigint[], p_lasts bigint[],
                                              p_last_ats timestamptz[], p_ts timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_res json;
 BEGIN
@@ -241,7 +241,7 @@ $fn$;
 -- the items, finding the partitions) is done before the partitions are
 -- locked: they stay locked until the commit is flushed.
 CREATE OR REPLACE FUNCTION queen._push(p_items json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     it        queen.push_items;
     pr        record;  -- _push_pairs
@@ -343,7 +343,7 @@ CREATE OR REPLACE FUNCTION queen._push_target(p_queue text, p_partition text, p_
                                               OUT last_at timestamptz,
                                               OUT dedup_window int, OUT max_size bigint, OUT paused boolean,
                                               OUT dedup_floor timestamptz)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_encrypted boolean;
 BEGIN
@@ -377,7 +377,7 @@ CREATE OR REPLACE FUNCTION queen.push_partition(p_queue text, p_partition text, 
                                                 p_now timestamptz,
                                                 OUT partition_id uuid, OUT created_at timestamptz,
                                                 OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     t        record;   -- the partition, locked: pid, pnum, qid, last, last_at, dedup_window, max_size
     v_paused boolean;

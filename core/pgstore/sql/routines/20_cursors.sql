@@ -5,7 +5,7 @@
 -- the message no longer exists (removed by retention).
 CREATE OR REPLACE FUNCTION queen._dead_letter(p_pid uuid, p_group text, p_off bigint,
                                                p_error text, p_attempts int, p_now timestamptz)
-RETURNS boolean LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS boolean LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     INSERT INTO queen.dlq (queue_name, partition_name, partition_id, msg_offset, message_id,
                            transaction_id, payload, trace_id, consumer_group, error, attempts,
@@ -31,7 +31,7 @@ $fn$;
 -- its time (the cursor moved on, a seek), since not_before must never be
 -- later than the partition's real deliverability.
 CREATE OR REPLACE FUNCTION queen._wake(p_pid uuid, p_group text)
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     UPDATE queen.ready SET not_before = NULL  -- by ready_partition
     WHERE partition_id = p_pid AND group_name = p_group AND not_before IS NOT NULL;
@@ -44,7 +44,7 @@ $fn$;
 -- otherwise the head is delivered alone next time. Returns 'expired' or
 -- 'dead-lettered'.
 CREATE OR REPLACE FUNCTION queen._expire(p_pid uuid, p_group text, p_now timestamptz)
-RETURNS text LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS text LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     cr      queen.consumers;
     v_num   bigint;
@@ -104,7 +104,7 @@ $fn$;
 -- _schedule puts partitions of a queue in the group's ready set (at the
 -- end of its round); those already in it stay where they are.
 CREATE OR REPLACE FUNCTION queen._schedule(p_queue_id bigint, p_group text, p_pids uuid[])
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
     SELECT p_queue_id, p_group, u.pid, nextval('queen.ready_order')
@@ -119,7 +119,7 @@ $fn$;
 -- messages it should read.
 CREATE OR REPLACE FUNCTION queen._subscribe(p_queue text, p_group text, p_mode text,
                                              p_from timestamptz, p_now timestamptz)
-RETURNS queen.subscriptions LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS queen.subscriptions LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     s queen.subscriptions;
 BEGIN
@@ -153,7 +153,7 @@ DROP FUNCTION IF EXISTS queen._ensure_consumer(uuid, bigint, text, timestamptz, 
 -- stays; otherwise the share lock makes later pushes wait until this
 -- transaction has committed, so they re-insert the row.
 CREATE OR REPLACE FUNCTION queen._unschedule(p_pid uuid, p_group text)
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_last bigint;
 BEGIN

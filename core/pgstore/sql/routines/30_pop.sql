@@ -6,7 +6,7 @@
 -- NULL (every field) when another transaction or a live lease holds it.
 CREATE OR REPLACE FUNCTION queen._claim_lock(q queen.queues, s queen.subscriptions, p_pid uuid, p_group text,
                                               p_now timestamptz)
-RETURNS queen.consumers LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS queen.consumers LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     cr queen.consumers;
 BEGIN
@@ -45,7 +45,7 @@ $fn$;
 -- that exists, and returns the moved cursor.
 DROP FUNCTION IF EXISTS queen._claim_survivor(queen.consumers, bigint, timestamptz);
 CREATE OR REPLACE FUNCTION queen._claim_survivor(cr queen.consumers, p_num bigint, p_last bigint, p_now timestamptz)
-RETURNS queen.consumers LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS queen.consumers LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_to bigint;
 BEGIN
@@ -72,7 +72,7 @@ CREATE OR REPLACE FUNCTION queen._claim_read(q queen.queues, cr queen.consumers,
                                               p_now timestamptz,
                                               OUT items queen.popped[], OUT n int, OUT last bigint,
                                               OUT foreign_key text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     SELECT array_agg(ROW(m.off, m.txid, m.payload, m.trace_id, m.created_at, m.producer_sub, m.key_id,
                          CASE WHEN m.off = cr.committed + 1 THEN cr.attempts ELSE 0 END,
@@ -107,7 +107,7 @@ DROP FUNCTION IF EXISTS queen._claim(queen.queues, queen.subscriptions, uuid, te
 CREATE OR REPLACE FUNCTION queen._claim(q queen.queues, s queen.subscriptions, p_pid uuid,
                                          p_pname text, p_group text, p_budget int, p_lease uuid,
                                          p_auto boolean, p_worker text, p_keys text[], p_now timestamptz)
-RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     cr     queen.consumers;
     r      queen.claim;
@@ -174,7 +174,7 @@ $fn$;
 -- _claim_take commits (autoAck) or leases the claimed span up to p_end.
 CREATE OR REPLACE FUNCTION queen._claim_take(q queen.queues, p_pid uuid, p_group text, p_end bigint,
                                               p_auto boolean, p_lease uuid, p_worker text, p_now timestamptz)
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     IF p_auto THEN
         UPDATE queen.consumers
@@ -195,7 +195,7 @@ $fn$;
 -- its ready set (pop reads it back as where to start). Only a hint: when
 -- another pop holds the row, that pop's position will do.
 CREATE OR REPLACE FUNCTION queen._ready_cursor_move(p_queue bigint, p_group text, p_start bigint, p_pos bigint)
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     IF p_start IS NULL THEN
         INSERT INTO queen.ready_cursor (queue_id, group_name, pos) VALUES (p_queue, p_group, p_pos)
@@ -218,7 +218,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION queen._pop_round(q queen.queues, s queen.subscriptions, p_group text,
                                              p_batch int, p_maxp int, p_lease uuid, p_auto boolean,
                                              p_worker text, p_keys text[], p_now timestamptz)
-RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS queen.claim LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     res       queen.claim;
     r         queen.claim;
@@ -295,7 +295,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION queen._pop(p_req json, p_now timestamptz,
                                       OUT lease_id uuid, OUT lease_expires_at timestamptz,
                                       OUT items queen.popped[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now     timestamptz := coalesce(p_now, clock_timestamp());
     v_queue   text := p_req->>'queue';
@@ -356,7 +356,7 @@ CREATE OR REPLACE FUNCTION queen.pop_v2(p_req json, p_now timestamptz,
                                         OUT pids uuid[], OUT pnames text[], OUT offs bigint[], OUT txids text[],
                                         OUT payloads text[], OUT key_ids text[], OUT trace_ids text[],
                                         OUT producer_subs text[], OUT created_ats timestamptz[], OUT retries int[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     p  record;
 BEGIN
@@ -378,7 +378,7 @@ $fn$;
 -- partition, queue, offset, data, keyId, traceId, producerSub, createdAt,
 -- retryCount}]}.
 CREATE OR REPLACE FUNCTION queen.pop(p_req json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     p  record;
 BEGIN

@@ -21,7 +21,7 @@
 DROP FUNCTION IF EXISTS queen._locate_beyond(uuid, text, bigint, bigint);
 CREATE OR REPLACE FUNCTION queen._locate_beyond(p_pid uuid, p_num bigint, p_txid text, p_committed bigint,
                                                  p_delivered bigint)
-RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_key    bigint;
     v_at     timestamptz;
@@ -94,7 +94,7 @@ $fn$;
 -- then 5. Offsets the call does not mention count as covered.
 DROP FUNCTION IF EXISTS queen._ack(json, timestamptz);
 CREATE OR REPLACE FUNCTION queen._ack(p_items json, p_now timestamptz, p_strict boolean)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     a record;  -- _ack_apply
 BEGIN
@@ -117,7 +117,7 @@ $fn$;
 -- applies them: ok, the resolved items, and what each cursor became.
 CREATE OR REPLACE FUNCTION queen._ack_apply(p_items json, p_now timestamptz, p_strict boolean,
                                             OUT ok boolean, OUT items queen.ack_item[], OUT units queen.ack_unit[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     u     record;
@@ -142,7 +142,7 @@ CREATE OR REPLACE FUNCTION queen.ack_v2(p_items json, p_now timestamptz,
                                         OUT ok boolean, OUT offs bigint[], OUT queues text[], OUT partitions text[],
                                         OUT results text[], OUT dlqs boolean[], OUT committed bigint[],
                                         OUT released boolean[], OUT errors text[], OUT codes text[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     a record;  -- _ack_apply
 BEGIN
@@ -167,7 +167,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION queen._ack_rows(p_items queen.ack_item[], p_units queen.ack_unit[])
 RETURNS TABLE (idx int, txid text, pid uuid, grp text, off bigint, qname text, pname text, result text,
                dlq boolean, new bigint, released boolean)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
@@ -212,7 +212,7 @@ $$;
 
 -- _ack_lock locks the cursors the acks name, in one fixed order.
 CREATE OR REPLACE FUNCTION queen._ack_lock(p_items json)
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     u record;
 BEGIN
@@ -229,7 +229,7 @@ $fn$;
 -- offset above the cursor (NULL: at or below it, a no-op) and, when it must
 -- be refused, the problem and its code.
 CREATE OR REPLACE FUNCTION queen._ack_resolve(p_items json, v_now timestamptz, p_strict boolean)
-RETURNS queen.ack_item[] LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS queen.ack_item[] LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_items queen.ack_item[];
 BEGIN
@@ -323,7 +323,7 @@ CREATE OR REPLACE FUNCTION queen._ack_signals(cr queen.consumers, p_items queen.
                                                OUT highest_resolved bigint, OUT lowest_stop bigint,
                                                OUT stop_applied boolean, OUT stop_attempts int,
                                                OUT dead_offs bigint[], OUT dead_errors text[], OUT dead_attempts int[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     sig             record;
     v_live_lease    boolean := cr.lease_id IS NOT NULL AND cr.lease_expires_at > p_now;
@@ -381,7 +381,7 @@ $fn$;
 -- §3.5), the dead letters at or below the new cursor, the head's attempts,
 -- the lease and the retryDelay hold. It returns what the results report.
 CREATE OR REPLACE FUNCTION queen._ack_unit(p_pid uuid, p_grp text, p_items queen.ack_item[], v_now timestamptz)
-RETURNS queen.ack_unit LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS queen.ack_unit LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     cr             queen.consumers;
     sg             record;
@@ -463,7 +463,7 @@ $fn$;
 
 -- _ack_results reports each item of an applied call.
 CREATE OR REPLACE FUNCTION queen._ack_results(p_items queen.ack_item[], p_units queen.ack_unit[])
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     RETURN json_build_object('ok', true, 'results', (
         SELECT json_agg(json_build_object(
@@ -492,7 +492,7 @@ $$;
 -- refused, pushing nothing.
 CREATE OR REPLACE FUNCTION queen.transact(p_acks json, p_items json, p_leases uuid[],
                                            p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now   timestamptz := coalesce(p_now, clock_timestamp());
     v_lease uuid;
@@ -533,7 +533,7 @@ $fn$;
 -- the queue's leaseTime), never earlier than it was. Returns {expiresAt};
 -- raises QN409 when the lease has expired, QN404 when no cursor holds it.
 CREATE OR REPLACE FUNCTION queen.extend_lease_v2(p_lease uuid, p_seconds int, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_exp timestamptz;
@@ -561,7 +561,7 @@ $fn$;
 -- extend_lease is the previous release's call (until the release after
 -- this one): {status: ok, expiresAt} | {status: expired} | {status: unknown}.
 CREATE OR REPLACE FUNCTION queen.extend_lease(p_lease uuid, p_seconds int, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET jit = off AS $fn$
 BEGIN
     RETURN json_build_object('status', 'ok',
                              'expiresAt', queen.extend_lease_v2(p_lease, p_seconds, p_now)->'expiresAt');

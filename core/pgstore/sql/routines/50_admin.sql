@@ -7,7 +7,7 @@
 -- lastOffset}]}; raises QN404 when the queue, or a partition the offsets
 -- name (the detail), does not exist.
 CREATE OR REPLACE FUNCTION queen.seek_v2(p_group text, p_queue text, p_target json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     q     queen.queues;
@@ -83,7 +83,7 @@ $fn$;
 -- {status: ok, partitions} | {status: queue_not_found} |
 -- {status: partition_not_found, partition}.
 CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue text, p_target json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql AS $fn$
+RETURNS json LANGUAGE plpgsql SET jit = off AS $fn$
 DECLARE
     v_part text;
 BEGIN
@@ -102,7 +102,7 @@ $fn$;
 -- p_opts (a partial update). Returns the queue row.
 CREATE OR REPLACE FUNCTION queen.configure(p_queue text, p_namespace text, p_task text,
                                             p_opts json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now    timestamptz := coalesce(p_now, clock_timestamp());
     q        queen.queues;
@@ -185,7 +185,7 @@ $fn$;
 -- is no such dead letter.
 CREATE OR REPLACE FUNCTION queen.dlq_retry(p_pid uuid, p_txid text, p_group text,
                                             p_new_txid text, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     d     queen.dlq;
     v_res json;

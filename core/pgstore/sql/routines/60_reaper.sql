@@ -7,7 +7,7 @@
 -- each group's cursor, or its subscription start while it has no cursor
 -- there (a group subscribed after a segment never holds it back).
 CREATE OR REPLACE FUNCTION queen._reap_segments(p_now timestamptz, p_limit int, p_completed boolean)
-RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     n int;
 BEGIN
@@ -53,7 +53,7 @@ $fn$;
 -- completedRetentionSeconds. At most p_limit rows of each kind. Safe to run
 -- concurrently with itself and with traffic.
 CREATE OR REPLACE FUNCTION queen.reap(p_now timestamptz, p_limit int)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now      timestamptz := coalesce(p_now, clock_timestamp());
     lk         record;
@@ -107,7 +107,7 @@ $fn$;
 -- Dead letters are kept: they survive the log. Returns false when there
 -- was nothing to delete.
 CREATE OR REPLACE FUNCTION queen.delete_queue(p_queue text)
-RETURNS boolean LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS boolean LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_id   bigint;
     v_subs int;
