@@ -46,7 +46,12 @@
 --   come as arrays and its reply goes back as offsets, so the database
 --   neither parses nor renders JSON; in the steady state it is seven small
 --   statements, and a push of one message has a smaller write statement of
---   its own (starting up a plan costs in proportion to its size). A push
+--   its own (starting up a plan costs in proportion to its size). When the
+--   server makes every id (nothing to probe), the statement that writes
+--   takes the partition's lock itself, as the bare append of the benchmark
+--   does: one UPDATE ... RETURNING and one INSERT for one message, one
+--   statement for a batch, and the ready rows' statement when the queue
+--   has groups. A push
 --   that spans partitions (and transactions, and
 --   dead-letter retries) is _push: it reads its JSON once, finds its
 --   partitions, then locks them; only the offsets, the dedup probes and
