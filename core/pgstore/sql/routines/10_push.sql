@@ -4,7 +4,7 @@
 -- Every statement below finds rows by key (scalar subqueries, = ANY), so its
 -- cost does not depend on how many queues, partitions or dedup keys exist.
 -- Two routines: push_partition (below) for a push whose items all go to one
--- partition, in two to four statements in the steady state; _push for the rest
+-- partition, in a few small statements (00_common.sql's notes); _push for the rest
 -- (several partitions, transactions, dead-letter retries), which in the
 -- steady state reads the items, locks the queue names, looks up the
 -- partitions, locks them (reading their offsets) and writes.
