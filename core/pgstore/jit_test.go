@@ -28,9 +28,9 @@ func TestRoutinesNeverCompileJIT(t *testing.T) {
 	}
 	pgstore.PoolerSafe(cfg)
 	var (
-		mu     sync.Mutex
-		jitted []string // plans of statements run inside a routine that were compiled
-		any    bool     // some plan was compiled
+		mu       sync.Mutex
+		jitted   []string // plans of statements run inside a routine that were compiled
+		compiled bool     // some plan was compiled
 	)
 	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		if !strings.Contains(n.Message, "JIT:") {
@@ -38,7 +38,7 @@ func TestRoutinesNeverCompileJIT(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		any = true
+		compiled = true
 		if n.Where != "" { // inside a routine
 			jitted = append(jitted, n.Where+"\n"+n.Message)
 		}
@@ -59,7 +59,7 @@ func TestRoutinesNeverCompileJIT(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SELECT count(*) FROM generate_series(1, 10)"); err != nil {
 		t.Fatal(err)
 	}
-	if !any {
+	if !compiled {
 		t.Skip("this server compiles no plan with jit_above_cost = 0 (built without LLVM): nothing to check")
 	}
 

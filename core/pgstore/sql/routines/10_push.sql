@@ -401,10 +401,11 @@ DECLARE
     v_qid        bigint;
     v_subs       boolean;
     v_off        bigint;
+    v_ids        int := cardinality(array_remove(p_txids, NULL));  -- items with the client's id
 BEGIN
     -- Shared against subscription creation and queue deletion (exclusive).
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
-    IF cardinality(array_remove(p_txids, NULL)) = 0 THEN
+    IF v_ids = 0 THEN
         -- Every id is generated here (the common push): nothing to probe,
         -- so the statement that writes takes the partition's lock itself.
         -- It is started before the lock is taken, not under it, and pushes
@@ -492,7 +493,7 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    IF cardinality(p_txids) > 1 AND cardinality(array_remove(p_txids, NULL)) > 0 THEN
+    IF cardinality(p_txids) > 1 AND v_ids > 0 THEN
         -- A batch probes its keys (~13 µs each) before it locks the
         -- partition, so pushes to one partition do not queue behind each
         -- other's probes; under the lock it reads only the messages pushed
