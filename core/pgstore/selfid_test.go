@@ -322,3 +322,68 @@ func pushGenerated(t *testing.T, e *pgstoretest.Env, queue, partition string, n 
 	}
 	return res
 }
+
+// A segment whose first message is self-located needs no first-key entry
+// (migration 0015): its id is found at the offset it names. Since
+// migration 0016 the pushes say which segments those are, so every path
+// that writes a segment is held to it here, by counting the entries in the
+// index itself: one for each segment whose first id names some other
+// place or none, whoever made the id; and every id still deduplicates.
+func TestSelfLocatedSegmentsHaveNoFirstKeyEntry(t *testing.T) {
+	e := pgstoretest.New(t)
+	if _, err := e.Pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pageinspect"); err != nil {
+		t.Skipf("counting index entries needs the pageinspect extension: %v", err)
+	}
+	gen := func(partition string) queen.PushItem {
+		return queen.PushItem{Queue: "k", Partition: partition, Payload: payload(partition)}
+	}
+	mine := func(partition, id string) queen.PushItem {
+		return queen.PushItem{Queue: "k", Partition: partition, Payload: payload(id), TransactionID: id}
+	}
+	var all []queen.PushResult
+	push := func(items ...queen.PushItem) {
+		t.Helper()
+		res, err := e.Store.Push(ctx, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Status != queen.StatusQueued {
+				t.Fatalf("item %d of %+v: %+v, want it queued", i, items, r)
+			}
+		}
+		all = append(all, res...)
+	}
+	push(gen("a"))                  // a new partition (the careful way): no entry
+	push(gen("a"))                  // one generated id (the fast way): no entry
+	push(gen("a"), gen("a"))        // a batch of them: no entry
+	push(mine("a", "m1"))           // one client id: an entry
+	push(gen("a"), mine("a", "m2")) // mixed, a generated id first: no entry
+	push(mine("a", "m3"), gen("a")) // a client id first: an entry
+	num := partitionNum(t, e, "k", "a")
+	next := all[len(all)-1].Offset + 1
+	push(mine("a", formID(num, next)))   // a client's id that names its own place: no entry
+	push(mine("a", formID(num, next+9))) // one that names another offset: an entry
+	// Across partitions (_push): new partitions, then existing ones.
+	push(gen("b"), mine("c", "m4"), gen("d"), mine("d", "m5")) // an entry for c
+	push(gen("b"), mine("c", "m6"))                            // an entry for c
+	const want = 5
+
+	var entries int64
+	if err := e.Pool.QueryRow(ctx, `
+		SELECT coalesce(sum(s.live_items - CASE WHEN s.btpo_next <> 0 THEN 1 ELSE 0 END), 0)  -- less high keys
+		FROM generate_series(1, (pg_relation_size('queen.segments_first_key') / current_setting('block_size')::int - 1)::int) b,
+		     LATERAL bt_page_stats('queen.segments_first_key', b) s
+		WHERE s.btpo_level = 0 AND s.type <> 'd'`).Scan(&entries); err != nil {
+		t.Fatal(err)
+	}
+	if entries != want {
+		t.Errorf("segments_first_key holds %d entries, want %d: one per segment whose first id does not name its place", entries, want)
+	}
+	for _, r := range all {
+		res, err := e.Store.Push(ctx, []queen.PushItem{mine(r.Partition, r.TransactionID)})
+		if err != nil || res[0].Status != queen.StatusDuplicate || res[0].Offset != r.Offset {
+			t.Errorf("%s sent back to %s: %+v %v, want a duplicate of offset %d", r.TransactionID, r.Partition, res, err, r.Offset)
+		}
+	}
+}

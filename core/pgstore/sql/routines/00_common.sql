@@ -77,6 +77,12 @@
 --   inline (one expression, or one SELECT in FROM with fenced subqueries).
 --   With track_functions = 'all', pg_stat_user_functions lists every SQL
 --   function that was called rather than inlined.
+-- * An index's expressions and predicate are copied and set up again for
+--   every insert statement, and the predicate is evaluated for every row:
+--   keep them to bare arithmetic and columns. segments_first_key's
+--   predicate once read each first id back (queen.self_offset), ~23 us of
+--   a one-message push and ~2.5 us a row more; the pushes now write what
+--   it computed (segments.located, migration 0016).
 -- * Pops and acks return arrays (pop_v2, ack_v2) that the Go core renders,
 --   so a pop never parses its payloads (a claim carries queen.popped rows)
 --   and an ack reads its items once (json_to_recordset) and each cursor
@@ -181,7 +187,7 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
             AND queen.minute_of(s.created_at) >= queen._minute_bound(p_since)
-            AND queen.self_offset(coalesce(s.txid, s.txids[1]), s.partition_num) IS DISTINCT FROM s.base_offset  -- the index's predicate
+            AND s.located IS NULL  -- the index's predicate (migration 0016)
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid AND c.created_at > p_since
 $$;
@@ -195,7 +201,7 @@ RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE A
     FROM (SELECT s.partition_num, s.base_offset, s.created_at, coalesce(s.txid, s.txids[1]) AS txid
           FROM queen.segments s
           WHERE queen.first_key(s.partition_num, coalesce(s.txid, s.txids[1])) = queen.first_key(p_num, p_txid)
-            AND queen.self_offset(coalesce(s.txid, s.txids[1]), s.partition_num) IS DISTINCT FROM s.base_offset
+            AND s.located IS NULL
           ORDER BY queen.minute_of(s.created_at) DESC, s.created_at DESC, s.base_offset DESC
           OFFSET 0) c
     WHERE c.partition_num = p_num AND c.txid = p_txid

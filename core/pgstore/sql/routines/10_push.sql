@@ -177,19 +177,22 @@ BEGIN
     WITH res AS (
         SELECT * FROM queen._push_plan(p_it, p_pids, p_qids, p_wins, p_locked, p_nums, p_lasts, p_last_ats, p_ts)
     ),
-    fresh AS (
-        SELECT * FROM res WHERE fresh
+    fresh AS (  -- with its partition's first offset in this push (its segment's base)
+        SELECT res.*, min(res.off) OVER (PARTITION BY res.pid) AS base FROM res WHERE fresh
     ),
     seg AS (
         INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
-                                    producer_sub, key_id)
+                                    producer_sub, key_id, located)
         SELECT min(pnum), min(off), min(ts),  -- one message in scalars, several in arrays
                CASE WHEN count(*) = 1 THEN min(txid) END, CASE WHEN count(*) = 1 THEN min(payload) END,
                CASE WHEN count(*) > 1 THEN array_agg(txid ORDER BY off) END,
                CASE WHEN count(*) > 1 THEN array_agg(payload ORDER BY off) END,
                CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END,
                min(producer_sub),  -- one caller per request
-               min(key_id)         -- one key per request
+               min(key_id),        -- one key per request
+               -- the first message self-located: no first key (migration 0016)
+               CASE WHEN bool_or(off = base AND queen.self_located(txid, p_it.txids[idx + 1] IS NULL, pnum, off))
+                    THEN true END
         FROM fresh GROUP BY pid
     ),
     upd AS (
@@ -201,7 +204,7 @@ BEGIN
              -- a self-located message needs none (migration 0015)
         INSERT INTO queen.dedup (key, msg_offset, created_at)
         SELECT queen.dedup_key(f.pid, f.txid), f.off, f.ts
-        FROM (SELECT fresh.*, min(fresh.off) OVER (PARTITION BY fresh.pid) AS base FROM fresh) f
+        FROM fresh f
         WHERE f.dedup_window > 0 AND f.off > f.base
           AND NOT queen.self_located(f.txid, p_it.txids[f.idx + 1] IS NULL, f.pnum, f.off)
     ),
@@ -435,9 +438,10 @@ BEGIN
                 offsets := ARRAY[v_off];
                 txids := ARRAY[queen.self_id(push_partition.created_at, v_num, v_off)];
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
-                                            producer_sub, key_id)
+                                            producer_sub, key_id, located)
                 VALUES (v_num, v_off, push_partition.created_at, txids[1], p_payloads[1],
-                        CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id);
+                        CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id,
+                        CASE WHEN queen.self_fits(v_num, v_off) THEN true END);
             END IF;
         ELSE
             WITH l AS MATERIALIZED (
@@ -457,11 +461,11 @@ BEGIN
             ),
             seg AS (
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads,
-                                            trace_ids, producer_sub, key_id)
+                                            trace_ids, producer_sub, key_id, located)
                 SELECT l.pnum, l.last + 1, l.at, NULL, NULL, array_agg(res.txid ORDER BY res.o),
                        array_agg(res.payload ORDER BY res.o),
                        CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
-                       p_producer_sub, p_key_id
+                       p_producer_sub, p_key_id, CASE WHEN queen.self_fits(l.pnum, l.last + 1) THEN true END
                 FROM l, res GROUP BY l.pnum, l.last, l.at
             ),
             upd AS (
@@ -561,9 +565,10 @@ BEGIN
         IF v_seen IS NULL THEN
             WITH seg AS (
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
-                                            producer_sub, key_id)
+                                            producer_sub, key_id, located)
                 VALUES (t.pnum, t.last + 1, push_partition.created_at, txids[1], p_payloads[1],
-                        CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id)
+                        CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id,
+                        CASE WHEN queen.self_located(txids[1], p_txids[1] IS NULL, t.pnum, t.last + 1) THEN true END)
             ),
             upd AS (
                 UPDATE queen.partitions p SET last_offset = t.last + 1, last_pushed_at = push_partition.created_at
@@ -642,13 +647,15 @@ BEGIN
         ),
         seg AS (
             INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
-                                        producer_sub, key_id)
+                                        producer_sub, key_id, located)
             SELECT t.pnum, t.last + 1, push_partition.created_at,  -- one message in scalars, several in arrays
                    CASE WHEN count(*) = 1 THEN min(res.txid) END, CASE WHEN count(*) = 1 THEN min(res.payload) END,
                    CASE WHEN count(*) > 1 THEN array_agg(res.txid ORDER BY res.o) END,
                    CASE WHEN count(*) > 1 THEN array_agg(res.payload ORDER BY res.o) END,
                    CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
-                   p_producer_sub, p_key_id
+                   p_producer_sub, p_key_id,
+                   CASE WHEN bool_or(res.off = t.last + 1 AND queen.self_located(res.txid, res.gen, t.pnum, res.off))
+                        THEN true END
             FROM res WHERE res.fresh
             HAVING count(*) > 0
         ),
