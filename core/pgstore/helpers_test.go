@@ -35,6 +35,22 @@ func pushN(t *testing.T, e *pgstoretest.Env, queue, partition, prefix string, n 
 	return res
 }
 
+// pushAllQueued pushes items in one request and fails the test unless
+// every one of them is queued.
+func pushAllQueued(t *testing.T, e *pgstoretest.Env, items []queen.PushItem) []queen.PushResult {
+	t.Helper()
+	res, err := e.Store.Push(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != queen.StatusQueued {
+			t.Fatalf("item %d of %+v: %+v, want it queued", i, items, r)
+		}
+	}
+	return res
+}
+
 func pop(t *testing.T, e *pgstoretest.Env, req queen.PopRequest) queen.PopResult {
 	t.Helper()
 	res, err := e.Store.Pop(ctx, req)

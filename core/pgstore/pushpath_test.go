@@ -303,15 +303,7 @@ func pushQueued(t *testing.T, e *pgstoretest.Env, queue string, txids ...string)
 	for i, id := range txids {
 		items[i] = queen.PushItem{Queue: queue, Partition: "p", Payload: payload(i), TransactionID: id}
 	}
-	res, err := e.Store.Push(ctx, items)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Status != queen.StatusQueued {
-			t.Fatalf("push %v to %s: %+v", txids, queue, res)
-		}
-	}
+	pushAllQueued(t, e, items)
 }
 
 // Concurrent configure calls that toggle the window between 0 and on must

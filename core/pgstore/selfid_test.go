@@ -343,16 +343,7 @@ func TestSelfLocatedSegmentsHaveNoFirstKeyEntry(t *testing.T) {
 	var all []queen.PushResult
 	push := func(items ...queen.PushItem) {
 		t.Helper()
-		res, err := e.Store.Push(ctx, items)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if r.Status != queen.StatusQueued {
-				t.Fatalf("item %d of %+v: %+v, want it queued", i, items, r)
-			}
-		}
-		all = append(all, res...)
+		all = append(all, pushAllQueued(t, e, items)...)
 	}
 	push(gen("a"))                  // a new partition (the careful way): no entry
 	push(gen("a"))                  // one generated id (the fast way): no entry
