@@ -190,9 +190,8 @@ BEGIN
                CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END,
                min(producer_sub),  -- one caller per request
                min(key_id),        -- one key per request
-               -- the first message self-located: no first key (migration 0016)
-               CASE WHEN bool_or(off = base AND queen.self_located(txid, p_it.txids[idx + 1] IS NULL, pnum, off))
-                    THEN true END
+               -- the first message self-located: true, no first key (else NULL; migration 0016)
+               nullif(bool_or(off = base AND queen.self_located(txid, p_it.txids[idx + 1] IS NULL, pnum, off)), false)
         FROM fresh GROUP BY pid
     ),
     upd AS (
@@ -441,7 +440,7 @@ BEGIN
                                             producer_sub, key_id, located)
                 VALUES (v_num, v_off, push_partition.created_at, txids[1], p_payloads[1],
                         CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id,
-                        CASE WHEN queen.self_fits(v_num, v_off) THEN true END);
+                        nullif(queen.self_located(txids[1], true, v_num, v_off), false));
             END IF;
         ELSE
             WITH l AS MATERIALIZED (
@@ -465,7 +464,8 @@ BEGIN
                 SELECT l.pnum, l.last + 1, l.at, NULL, NULL, array_agg(res.txid ORDER BY res.o),
                        array_agg(res.payload ORDER BY res.o),
                        CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
-                       p_producer_sub, p_key_id, CASE WHEN queen.self_fits(l.pnum, l.last + 1) THEN true END
+                       p_producer_sub, p_key_id,
+                       nullif(queen.self_located((array_agg(res.txid ORDER BY res.o))[1], true, l.pnum, l.last + 1), false)
                 FROM l, res GROUP BY l.pnum, l.last, l.at
             ),
             upd AS (
@@ -568,7 +568,7 @@ BEGIN
                                             producer_sub, key_id, located)
                 VALUES (t.pnum, t.last + 1, push_partition.created_at, txids[1], p_payloads[1],
                         CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id,
-                        CASE WHEN queen.self_located(txids[1], p_txids[1] IS NULL, t.pnum, t.last + 1) THEN true END)
+                        nullif(queen.self_located(txids[1], p_txids[1] IS NULL, t.pnum, t.last + 1), false))
             ),
             upd AS (
                 UPDATE queen.partitions p SET last_offset = t.last + 1, last_pushed_at = push_partition.created_at
@@ -654,8 +654,7 @@ BEGIN
                    CASE WHEN count(*) > 1 THEN array_agg(res.payload ORDER BY res.o) END,
                    CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
                    p_producer_sub, p_key_id,
-                   CASE WHEN bool_or(res.off = t.last + 1 AND queen.self_located(res.txid, res.gen, t.pnum, res.off))
-                        THEN true END
+                   nullif(bool_or(res.off = t.last + 1 AND queen.self_located(res.txid, res.gen, t.pnum, res.off)), false)
             FROM res WHERE res.fresh
             HAVING count(*) > 0
         ),
