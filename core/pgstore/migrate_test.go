@@ -147,10 +147,34 @@ func TestPreviousReleaseCallsWork(t *testing.T) {
 		}
 	}
 
+	// The release before this one pushes to one partition through
+	// push_partition, which returns every item's offset and id (the ids it
+	// generated are derived now, migration 0017).
+	var ppOffsets []int64
+	var ppIDs []string
+	var ppFresh []bool
+	if err := e.Pool.QueryRow(ctx, `SELECT fresh, offsets, txids FROM queen.push_partition('one', 'p',
+		ARRAY[NULL, 'prev-5', NULL]::text[], ARRAY['1', '2', '3'], NULL, NULL, NULL, $1::timestamptz)`, now).
+		Scan(&ppFresh, &ppOffsets, &ppIDs); err != nil {
+		t.Fatalf("previous release's push_partition: %v", err)
+	}
+	if !equal(ppFresh, []bool{true, true, true}) || !equal(ppOffsets, []int64{0, 1, 2}) || ppIDs[1] != "prev-5" {
+		t.Fatalf("previous release's push_partition: %v %v %v", ppFresh, ppOffsets, ppIDs)
+	}
+
 	// What they wrote reads back through the current store.
 	res := pop(t, e, queen.PopRequest{Queue: "fresh", Batch: 10})
 	if len(res.Messages) != 1 || string(res.Messages[0].Data) != "[1, 2]" && string(res.Messages[0].Data) != "[1,2]" {
 		t.Fatalf("current pop of the previous release's push: %+v", res.Messages)
+	}
+	res = pop(t, e, queen.PopRequest{Queue: "one", Batch: 10})
+	if len(res.Messages) != 3 {
+		t.Fatalf("current pop of the previous release's push_partition: %+v", res.Messages)
+	}
+	for i, m := range res.Messages {
+		if m.TransactionID != ppIDs[i] || m.Offset != ppOffsets[i] {
+			t.Errorf("popped %s at %d, push_partition returned %s at %d", m.TransactionID, m.Offset, ppIDs[i], ppOffsets[i])
+		}
 	}
 }
 

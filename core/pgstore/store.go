@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -343,10 +344,12 @@ func onePartition(args []pushArg) bool {
 }
 
 // pushPartition pushes items that all go to one partition through
-// push_partition: the fields go as arrays, the results come back as the
-// partition, the push's time and per item whether it was stored, its
-// offset and its transactionId (generated when the item had none), and are
-// rendered here.
+// push_partition_v2: the fields go as arrays with the seed of the ids the
+// push generates, the results come back as the partition, its number, the
+// push's time and per item whether it was stored, its offset and its
+// transactionId (NULL when generated from the seed: GeneratedID makes it
+// here), or, when every item was stored at the next offsets with a
+// generated id, only the first offset. They are rendered here.
 func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.PushResult, error) {
 	txids, payloads, traces := make([]*string, len(args)), make([]string, len(args)), []*string(nil)
 	var sub, key *string
@@ -379,31 +382,88 @@ func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.Push
 	var (
 		pid     string
 		created time.Time
+		num     int64
+		first   *int64
 		fresh   []bool
 		offsets []int64
-		ids     []string
+		ids     []*string
+		seed    = rand.Int64() // the generated ids' digits: they guard nothing
 	)
 	err := s.retry(ctx, "push", func() error {
 		return s.db.QueryRow(ctx, sqlPushOne, args[0].Queue, args[0].Partition, txids, payloads, traces, sub, key,
-			s.now()).Scan(&pid, &created, &fresh, &offsets, &ids)
+			s.now(), seed).Scan(&pid, &created, &num, &first, &fresh, &offsets, &ids)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(fresh) != len(args) || len(offsets) != len(args) || len(ids) != len(args) {
+	consecutive := fresh == nil && offsets == nil // all stored, at the next offsets
+	if consecutive {
+		if first == nil {
+			return nil, errors.New("push: neither offsets nor a first offset in the reply")
+		}
+	} else if len(fresh) != len(args) || len(offsets) != len(args) {
 		return nil, fmt.Errorf("push: %d results for %d items", len(fresh), len(args))
+	}
+	if ids != nil && len(ids) != len(args) {
+		return nil, fmt.Errorf("push: %d transactionIds for %d items", len(ids), len(args))
 	}
 	out := make([]queen.PushResult, len(args))
 	for i, a := range args {
-		status := queen.StatusQueued
-		if !fresh[i] {
+		status, off := queen.StatusQueued, int64(0)
+		if consecutive {
+			off = *first + int64(i)
+		} else if off = offsets[i]; !fresh[i] {
 			status = queen.StatusDuplicate
 		}
-		out[i] = queen.PushResult{Index: i, TransactionID: ids[i], Status: status, Offset: offsets[i],
-			MessageID: MessageID(pid, offsets[i]), PartitionID: pid, Queue: a.Queue, Partition: a.Partition,
+		var id string
+		if ids != nil && ids[i] != nil {
+			id = *ids[i]
+		} else {
+			id = GeneratedID(created, num, off, seed)
+		}
+		out[i] = queen.PushResult{Index: i, TransactionID: id, Status: status, Offset: off,
+			MessageID: MessageID(pid, off), PartitionID: pid, Queue: a.Queue, Partition: a.Partition,
 			TraceID: a.TraceID, CreatedAt: created.UTC()}
 	}
 	return out, nil
+}
+
+// GeneratedID is the transactionId a push generated for the message at
+// offset off of partition number num, pushed at at, from the push's seed,
+// as queen.gen_id makes it in SQL (a test holds the two together; migration
+// 0017): a UUIDv7 of that millisecond, version and marker "7a", the number
+// of hex digits of the offset and of the partition number, the variant
+// digit (8 + the seed's two low bits), and 15 digits: the seed's next bits
+// as filler, then the partition number and the offset. Only for an offset
+// that fits that form (queen.self_fits); the push returns any other id.
+func GeneratedID(at time.Time, num, off, seed int64) string {
+	var buf [16]byte
+	t := lpadHex(make([]byte, 0, 12), strconv.AppendInt(buf[:0], max(at.UnixMilli(), 0), 16), 12)
+	n, o := strconv.FormatInt(num, 16), strconv.FormatInt(off, 16)
+	tail := make([]byte, 0, 15)
+	if k := 15 - len(n) - len(o); k > 0 {
+		tail = lpadHex(tail, strconv.AppendInt(buf[:0], (seed>>2)&(1<<(4*k)-1), 16), k)
+	}
+	tail = append(append(tail, n...), o...)
+	b := make([]byte, 0, 36)
+	b = append(append(append(b, t[:8]...), '-'), t[8:]...)
+	b = append(b, '-', '7', 'a', hexDigits[len(o)], hexDigits[len(n)], '-', hexDigits[8+seed&3])
+	b = append(append(append(b, tail[:3]...), '-'), tail[3:]...)
+	return string(b)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// lpadHex appends src to dst as SQL's lpad(src, n, '0') gives it: zeros
+// before it up to n characters, or its first n.
+func lpadHex(dst, src []byte, n int) []byte {
+	if len(src) >= n {
+		return append(dst, src[:n]...)
+	}
+	for range n - len(src) {
+		dst = append(dst, '0')
+	}
+	return append(dst, src...)
 }
 
 // MessageID is the id of the message at offset off of partition pid,

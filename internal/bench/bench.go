@@ -363,28 +363,31 @@ func (r *runner) rawMulti(ctx context.Context) error {
 // logAppendSQL is the least a push can do in this design (SPEC §3.1): lock
 // the partitions in one order, take the next offsets and write one segment
 // per partition, into the engine's own tables and indexes, in one
-// transaction. No dedup, no consumers' rows, no checks, no reply. A routine
-// (PL/pgSQL, so its plans are kept, as the engine's are) of the benchmark's
-// database; one message takes two statements, a batch one.
+// transaction. No dedup, no consumers' rows, no checks, no reply. Its items
+// have no transactionIds, as P1's, P100's and P100-1's: their ids are
+// derived from a seed (migration 0017), so it stores a seed and no ids,
+// as a push does. A routine (PL/pgSQL, so its plans are kept, as the
+// engine's are) of the benchmark's database; one message takes two
+// statements, a batch one.
 const logAppendSQL = `
-CREATE OR REPLACE FUNCTION public.bench_log_append(p_queue text, p_parts text[], p_txids text[], p_payloads text[])
+CREATE OR REPLACE FUNCTION public.bench_log_append(p_queue text, p_parts text[], p_payloads text[], p_seed bigint)
 RETURNS void LANGUAGE plpgsql SET jit = off AS $fn$  -- as the engine's routines
 DECLARE
     v_num bigint;
     v_off bigint;
 BEGIN
-    IF cardinality(p_txids) = 1 THEN
+    IF cardinality(p_payloads) = 1 THEN
         UPDATE queen.partitions p SET last_offset = p.last_offset + 1, last_pushed_at = now()
         FROM queen.queues x
         WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_parts[1]
         RETURNING p.num, p.last_offset INTO v_num, v_off;
-        INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload)
-        VALUES (v_num, v_off, now(), p_txids[1], p_payloads[1]);
+        INSERT INTO queen.segments (partition_num, base_offset, created_at, payload, located, id_seed)
+        VALUES (v_num, v_off, now(), p_payloads[1], true, p_seed);
         RETURN;
     END IF;
     WITH i AS (
-        SELECT u.part, u.txid, u.payload, u.o
-        FROM unnest(p_parts, p_txids, p_payloads) WITH ORDINALITY AS u(part, txid, payload, o)
+        SELECT u.part, u.payload, u.o
+        FROM unnest(p_parts, p_payloads) WITH ORDINALITY AS u(part, payload, o)
     ),
     l AS MATERIALIZED (
         SELECT p.id, p.num, p.name, p.last_offset
@@ -398,11 +401,11 @@ BEGIN
         FROM l JOIN (SELECT i.part, count(*) AS n FROM i GROUP BY i.part) c ON c.part = l.name
         WHERE p.id = l.id
     )
-    INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads)
+    INSERT INTO queen.segments (partition_num, base_offset, created_at, payload, payloads, located, id_seed, id_count)
     SELECT l.num, l.last_offset + 1, now(),
-           CASE WHEN count(*) = 1 THEN min(i.txid) END, CASE WHEN count(*) = 1 THEN min(i.payload) END,
-           CASE WHEN count(*) > 1 THEN array_agg(i.txid ORDER BY i.o) END,
-           CASE WHEN count(*) > 1 THEN array_agg(i.payload ORDER BY i.o) END
+           CASE WHEN count(*) = 1 THEN min(i.payload) END,
+           CASE WHEN count(*) > 1 THEN array_agg(i.payload ORDER BY i.o) END,
+           true, p_seed, CASE WHEN count(*) > 1 THEN count(*) END
     FROM i JOIN l ON l.name = i.part
     GROUP BY l.num, l.last_offset;
 END
@@ -421,11 +424,11 @@ func (r *runner) logAppend(ctx context.Context, name string, n int, one bool) er
 		return err
 	}
 	ops, rows, secs, lat, err := r.measure(ctx, r.cfg.Clients, func(ctx context.Context, c int) (int, bool, error) {
-		parts, txids, payloads := make([]string, n), make([]string, n), make([]string, n)
+		parts, payloads := make([]string, n), make([]string, n)
 		for i, it := range items(queue, n, r.cfg.Partitions, one) {
-			parts[i], txids[i], payloads[i] = it.Partition, queen.NewUUIDv7(), Payload
+			parts[i], payloads[i] = it.Partition, Payload
 		}
-		_, err := r.pool.Exec(ctx, "SELECT public.bench_log_append($1, $2, $3, $4)", queue, parts, txids, payloads)
+		_, err := r.pool.Exec(ctx, "SELECT public.bench_log_append($1, $2, $3, $4)", queue, parts, payloads, rand.Int64())
 		return n, false, err
 	})
 	if err != nil {
@@ -748,7 +751,8 @@ func (r *runner) storage(ctx context.Context) error {
 			return err
 		}
 		var payload, msgs int64
-		err = r.pool.QueryRow(ctx, `SELECT coalesce(sum(octet_length(u.p) + octet_length(u.t)), 0), count(*)
+		// (a derived id, migration 0017, stores nothing: u.t is NULL)
+		err = r.pool.QueryRow(ctx, `SELECT coalesce(sum(octet_length(u.p) + coalesce(octet_length(u.t), 0)), 0), count(*)
 			FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num JOIN queen.queues x ON x.id = p.queue_id,
 			     unnest(queen.seg_all(s.payload, s.payloads), queen.seg_all(s.txid, s.txids)) AS u(p, t)
 			WHERE x.name = $1`, queue).Scan(&payload, &msgs)

@@ -23,7 +23,8 @@ FROM (
                 ELSE 'pending' END AS status
     FROM (
         SELECT p.id AS pid, p.name AS pname, x.name AS qname, sg.base_offset + u.ord - 1 AS off,
-               u.txid, u.payload, sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub,
+               queen.seg_txid(u.txid, sg.created_at, p.num, sg.base_offset + u.ord - 1, sg.id_seed) AS txid,
+               u.payload, sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub,
                sg.key_id,
                g.total, (SELECT count(*) FROM unnest(g.positions) pos WHERE pos >= sg.base_offset + u.ord - 1) AS consumed_by
         FROM queen.queues x

@@ -102,15 +102,76 @@ $$;
 
 -- A segment of one message keeps it in scalar columns (txid, payload), a
 -- segment of several in arrays (txids, payloads), migration 0014. seg_all
--- reads either as an array, seg_last gives the segment's last offset.
+-- reads either as an array. A segment whose ids were all generated stores
+-- none (migration 0017): id_seed makes them (queen.gen_id) and id_count
+-- says how many messages a segment of several holds; seg_all gives such a
+-- segment's ids as one NULL, so unnest(seg_all(txid, txids),
+-- seg_all(payload, payloads)) pads them with NULLs, each read as
+-- queen.seg_txid. seg_count is a segment's number of messages, seg_last its
+-- last offset.
 CREATE OR REPLACE FUNCTION queen.seg_all(p_one text, p_many text[])
 RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT coalesce(p_many, ARRAY[p_one])
 $$;
 
-CREATE OR REPLACE FUNCTION queen.seg_last(p_base bigint, p_many text[])
+CREATE OR REPLACE FUNCTION queen.seg_count(p_many text[], p_count int)
+RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(cardinality(p_many), p_count, 1)
+$$;
+
+DROP FUNCTION IF EXISTS queen.seg_last(bigint, text[]);
+CREATE OR REPLACE FUNCTION queen.seg_last(p_base bigint, p_many text[], p_count int)
 RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT p_base + coalesce(cardinality(p_many), 1) - 1
+    SELECT p_base + queen.seg_count(p_many, p_count) - 1
+$$;
+
+-- gen_id is the transactionId a push generated for the message at offset
+-- p_off of partition number p_num, pushed at p_at, in a segment with
+-- id_seed p_seed (migration 0017): queen.self_id's form (a UUIDv7 of that
+-- millisecond naming the partition and the offset, which queen.self_offset
+-- reads back), its variant and filling digits taken from the seed instead
+-- of at random. For an offset that fits the form (queen.self_fits); the Go
+-- core makes the same (pgstore.GeneratedID, a test holds the two
+-- together). STABLE, not IMMUTABLE, so that it is inlined (extract is
+-- STABLE).
+CREATE OR REPLACE FUNCTION queen.gen_id(p_at timestamptz, p_num bigint, p_off bigint, p_seed bigint)
+RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT overlay(lpad(to_hex(greatest(floor(extract(epoch FROM p_at) * 1000), 0)::bigint), 12, '0') PLACING '-' FROM 9 FOR 0)
+           || '-7a' || to_hex(length(to_hex(p_off))) || to_hex(length(to_hex(p_num))) || '-' || to_hex(8 + (p_seed & 3))
+           || overlay(lpad(to_hex((p_seed >> 2) & ((1::bigint << (4 * (15 - length(to_hex(p_num)) - length(to_hex(p_off))))) - 1)),
+                           15 - length(to_hex(p_num)) - length(to_hex(p_off)), '0')
+                      || to_hex(p_num) || to_hex(p_off)
+                      PLACING '-' FROM 4 FOR 0)
+$$;
+
+-- seg_txid is the transactionId of the message at offset p_off of a
+-- segment (partition number p_num, pushed at p_at, id_seed p_seed), given
+-- what the segment stores for it (NULL when its ids are derived).
+CREATE OR REPLACE FUNCTION queen.seg_txid(p_stored text, p_at timestamptz, p_num bigint, p_off bigint, p_seed bigint)
+RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT coalesce(p_stored, queen.gen_id(p_at, p_num, p_off, p_seed))
+$$;
+
+-- seg_ids is every transactionId of a segment, in offset order (for the
+-- rarely run readers and the tests; the others unnest and use seg_txid).
+CREATE OR REPLACE FUNCTION queen.seg_ids(p_one text, p_many text[], p_seed bigint, p_count int,
+                                         p_at timestamptz, p_num bigint, p_base bigint)
+RETURNS text[] LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+BEGIN
+    IF p_seed IS NULL THEN
+        RETURN queen.seg_all(p_one, p_many);
+    END IF;
+    RETURN ARRAY(SELECT queen.gen_id(p_at, p_num, p_base + g, p_seed)
+                 FROM generate_series(0, queen.seg_count(p_many, p_count) - 1) g ORDER BY g);
+END
+$fn$;
+
+-- new_seed is a seed for the ids of a push (migration 0017), for the
+-- routines that make it themselves: 54 bits at random (queen.gen_id reads
+-- at most 54); like self_id's digits they guard nothing.
+CREATE OR REPLACE FUNCTION queen.new_seed()
+RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT (floor(random() * 4503599627370496)::bigint << 2) + floor(random() * 4)::bigint
 $$;
 
 -- _message_at is the message stored at offset p_off of partition number
@@ -119,13 +180,14 @@ $$;
 -- retention, or p_off NULL). Inlined into its callers.
 CREATE OR REPLACE FUNCTION queen._message_at(p_num bigint, p_off bigint)
 RETURNS TABLE (txid text, created_at timestamptz) LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN p_off - c.base_offset < coalesce(cardinality(c.txids), 1)  -- inside the segment
-                THEN (queen.seg_all(c.txid, c.txids))[(p_off - c.base_offset + 1)::int] END,
+    SELECT CASE WHEN p_off - c.base_offset < queen.seg_count(c.txids, c.id_count)  -- inside the segment
+                THEN queen.seg_txid((queen.seg_all(c.txid, c.txids))[(p_off - c.base_offset + 1)::int],
+                                    c.created_at, p_num, p_off, c.id_seed) END,
            c.created_at
-    FROM (SELECT s.base_offset, s.created_at, s.txid, s.txids FROM queen.segments s
+    FROM (SELECT s.base_offset, s.created_at, s.txid, s.txids, s.id_seed, s.id_count FROM queen.segments s
           WHERE s.partition_num = p_num AND s.base_offset <= p_off
           ORDER BY s.base_offset DESC LIMIT 1) c
-    WHERE p_off - c.base_offset < coalesce(cardinality(c.txids), 1)
+    WHERE p_off - c.base_offset < queen.seg_count(c.txids, c.id_count)
 $$;
 
 -- _txid_at is the transactionId of the message stored at offset p_off of
@@ -309,14 +371,16 @@ DROP FUNCTION IF EXISTS queen._pushed_since(bigint, bigint, bigint, timestamptz,
 CREATE OR REPLACE FUNCTION queen._pushed_since(p_num bigint, p_qid bigint, p_after bigint,
                                                p_since timestamptz, p_floor timestamptz)
 RETURNS TABLE (txid text, msg_offset bigint, live boolean) LANGUAGE sql STABLE AS $$
-    SELECT x.txid, s.base_offset + x.i - 1, s.live
-    FROM (SELECT s.base_offset, s.txid, s.txids,
+    SELECT queen.seg_txid(x.txid, s.created_at, p_num, s.base_offset + x.i - 1, s.id_seed), s.base_offset + x.i - 1,
+           s.live
+    FROM (SELECT s.base_offset, s.txid, s.txids, s.created_at, s.id_seed, s.id_count,
                  s.created_at > p_since AND s.created_at > p_floor AND NOT queen._dedup_off(p_qid, s.created_at) AS live
           FROM queen.segments s
           WHERE s.partition_num = p_num AND s.base_offset > p_after
           OFFSET 0) s
-    CROSS JOIN LATERAL unnest(CASE WHEN s.txids IS NULL THEN ARRAY[s.txid] ELSE s.txids END)
-                       WITH ORDINALITY AS x(txid, i)
+    -- zipped, so a segment of derived ids (one NULL) still gives a row per message
+    CROSS JOIN LATERAL ROWS FROM (unnest(queen.seg_all(s.txid, s.txids)),
+                                  generate_series(1, queen.seg_count(s.txids, s.id_count))) AS x(txid, i)
 $$;
 
 -- payload_json renders a stored payload for a reply: plain JSON text as
@@ -353,7 +417,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    SELECT queen.seg_last(s.base_offset, s.txids) INTO v
+    SELECT queen.seg_last(s.base_offset, s.txids, s.id_count) INTO v
     FROM queen.segments s
     WHERE s.partition_num = v_num AND s.created_at < p_from
     ORDER BY s.base_offset DESC LIMIT 1;

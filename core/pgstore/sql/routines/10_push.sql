@@ -98,16 +98,19 @@ $fn$;
 -- in the same partition, is a duplicate and reports the offset it was
 -- stored at. p_it holds the items (_push_items, with each item's partition,
 -- queue id and dedup window); p_locked, p_nums, p_lasts and p_last_ats the
--- locked partitions' rows.
+-- locked partitions' rows; p_seed the seed of the ids it generates
+-- (derived: queen.gen_id, migration 0017; when the offset fits the form).
 DROP FUNCTION IF EXISTS queen._push_plan(json, uuid[], timestamptz);
 DROP FUNCTION IF EXISTS queen._push_plan(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], timestamptz[],
                                          timestamptz);
+DROP FUNCTION IF EXISTS queen._push_plan(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], bigint[],
+                                         timestamptz[], timestamptz);
 CREATE OR REPLACE FUNCTION queen._push_plan(p_it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
                                             p_locked uuid[], p_nums bigint[], p_lasts bigint[],
-                                            p_last_ats timestamptz[], p_ts timestamptz)
+                                            p_last_ats timestamptz[], p_ts timestamptz, p_seed bigint)
 RETURNS TABLE (idx int, qname text, pname text, payload text, txid text, trace_id text, producer_sub text,
                key_id text, pid uuid, pnum bigint, queue_id bigint, dedup_window int, ts timestamptz,
-               fresh boolean, off bigint, final_off bigint)
+               fresh boolean, off bigint, final_off bigint, derived boolean)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 #variable_conflict use_column
 BEGIN
@@ -151,10 +154,16 @@ BEGIN
         FROM k
     )
     -- A repeat inside the request reports the offset of its first item; an
-    -- item without an id gets one that names its place (queen.self_id).
-    SELECT r.idx, r.qname, r.pname, r.payload, coalesce(r.txid, queen.self_id(r.ts, r.pnum, r.off)), r.trace_id,
-           r.producer_sub, r.key_id, r.pid, r.pnum, r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
-           coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid))
+    -- item without an id gets one that names its place: derived from the
+    -- seed (queen.gen_id), or at random where the place is too long to name
+    -- (queen.self_id).
+    SELECT r.idx, r.qname, r.pname, r.payload,
+           CASE WHEN r.txid IS NOT NULL THEN r.txid
+                WHEN queen.self_fits(r.pnum, r.off) THEN queen.gen_id(r.ts, r.pnum, r.off, p_seed)
+                ELSE queen.self_id(r.ts, r.pnum, r.off) END,
+           r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum, r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
+           coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid)),
+           r.txid IS NULL AND queen.self_fits(r.pnum, r.off)
     FROM r;
 END
 $fn$;
@@ -172,26 +181,32 @@ CREATE OR REPLACE FUNCTION queen._push_write(p_it queen.push_items, p_pids uuid[
                                              p_last_ats timestamptz[], p_ts timestamptz)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
-    v_res json;
+    v_res  json;
+    v_seed bigint := queen.new_seed();  -- of the ids it generates (migration 0017)
 BEGIN
     WITH res AS (
-        SELECT * FROM queen._push_plan(p_it, p_pids, p_qids, p_wins, p_locked, p_nums, p_lasts, p_last_ats, p_ts)
+        SELECT * FROM queen._push_plan(p_it, p_pids, p_qids, p_wins, p_locked, p_nums, p_lasts, p_last_ats, p_ts,
+                                       v_seed)
     ),
     fresh AS (  -- with its partition's first offset in this push (its segment's base)
         SELECT res.*, min(res.off) OVER (PARTITION BY res.pid) AS base FROM res WHERE fresh
     ),
     seg AS (
         INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
-                                    producer_sub, key_id, located)
+                                    producer_sub, key_id, located, id_seed, id_count)
         SELECT min(pnum), min(off), min(ts),  -- one message in scalars, several in arrays
-               CASE WHEN count(*) = 1 THEN min(txid) END, CASE WHEN count(*) = 1 THEN min(payload) END,
-               CASE WHEN count(*) > 1 THEN array_agg(txid ORDER BY off) END,
+               -- no ids when every one is derived (migration 0017)
+               CASE WHEN count(*) = 1 AND NOT bool_and(derived) THEN min(txid) END,
+               CASE WHEN count(*) = 1 THEN min(payload) END,
+               CASE WHEN count(*) > 1 AND NOT bool_and(derived) THEN array_agg(txid ORDER BY off) END,
                CASE WHEN count(*) > 1 THEN array_agg(payload ORDER BY off) END,
                CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END,
                min(producer_sub),  -- one caller per request
                min(key_id),        -- one key per request
                -- the first message self-located: true, no first key (else NULL; migration 0016)
-               nullif(bool_or(off = base AND queen.self_located(txid, p_it.txids[idx + 1] IS NULL, pnum, off)), false)
+               nullif(bool_or(off = base AND queen.self_located(txid, p_it.txids[idx + 1] IS NULL, pnum, off)), false),
+               CASE WHEN bool_and(derived) THEN v_seed END,
+               CASE WHEN bool_and(derived) AND count(*) > 1 THEN count(*) END
         FROM fresh GROUP BY pid
     ),
     upd AS (
@@ -322,21 +337,27 @@ END
 $fn$;
 
 -- ---------------------------------------------------------------------------
--- push_partition: the common push, every item to one partition, with its
--- fields as arrays, so the database parses no JSON and renders no reply.
--- Same rules, locks and writes as _push (which serves pushes that span
--- partitions, transactions and dead-letter retries):
+-- push_partition_v2: the common push, every item to one partition, with
+-- its fields as arrays, so the database parses no JSON and renders no
+-- reply. Same rules, locks and writes as _push (which serves pushes that
+-- span partitions, transactions and dead-letter retries):
 --   p_payloads   the stored text of each payload: compact JSON, or the
 --                base64 text of a sealed one (then p_key_id names its key);
---   p_trace_ids  NULL, or one per item (NULL elements allowed).
+--   p_trace_ids  NULL, or one per item (NULL elements allowed);
+--   p_seed       the seed of the ids it generates (migration 0017).
 -- p_txids holds NULL for an item without a transactionId: it gets one
--- generated under the lock (queen.self_id). It returns the partition, the
--- push's time, and per item, in input order, whether it was stored (fresh),
--- the offset it is at (a duplicate: the offset its first copy is at) and
--- its transactionId. A message's id is queen.message_id of its
--- partition and offset.
+-- that names its place, under the lock (queen.gen_id from p_seed; at
+-- random, queen.self_id, where the place is too long to name). It returns
+-- the partition, its number, the push's time, and per item, in input
+-- order, whether it was stored (fresh), the offset it is at (a duplicate:
+-- the offset its first copy is at) and its transactionId, NULL for an id
+-- derived from p_seed. When every item was stored at the next offsets
+-- with derived ids (the common push), it returns no arrays: fresh and
+-- offsets are NULL, the items are at first_offset onwards, and txids is
+-- NULL too unless some id is not derived. A message's id is
+-- queen.message_id of its partition and offset.
 
--- _push_target looks up and locks the partition of a push_partition call,
+-- _push_target looks up and locks the partition of a push_partition_v2 call,
 -- creating it (and its queue) when missing. Capped queues get their queue
 -- row held first, as in _push.
 DROP FUNCTION IF EXISTS queen._push_target(text, text, boolean, timestamptz);
@@ -373,12 +394,12 @@ BEGIN
 END
 $fn$;
 
-DROP FUNCTION IF EXISTS queen.push_partition(text, text, text[], text[], text[], text, text, timestamptz);
-CREATE OR REPLACE FUNCTION queen.push_partition(p_queue text, p_partition text, p_txids text[], p_payloads text[],
-                                                p_trace_ids text[], p_producer_sub text, p_key_id text,
-                                                p_now timestamptz,
-                                                OUT partition_id uuid, OUT created_at timestamptz,
-                                                OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
+CREATE OR REPLACE FUNCTION queen.push_partition_v2(p_queue text, p_partition text, p_txids text[], p_payloads text[],
+                                                   p_trace_ids text[], p_producer_sub text, p_key_id text,
+                                                   p_now timestamptz, p_seed bigint,
+                                                   OUT partition_id uuid, OUT created_at timestamptz,
+                                                   OUT part_num bigint, OUT first_offset bigint,
+                                                   OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     t        record;   -- the partition, locked: pid, pnum, qid, last, last_at, dedup_window, max_size
@@ -434,39 +455,56 @@ BEGIN
                       EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue)
             INTO partition_id, v_num, v_qid, v_off, created_at, v_subs;
             IF FOUND THEN
-                offsets := ARRAY[v_off];
-                txids := ARRAY[queen.self_id(push_partition.created_at, v_num, v_off)];
+                part_num := v_num;
+                first_offset := v_off;
+                -- The id is derived (queen.gen_id): nothing stored, nothing
+                -- returned. Only a place too long to name gets a random one.
+                IF NOT queen.self_fits(v_num, v_off) THEN
+                    txids := ARRAY[queen.self_id(push_partition_v2.created_at, v_num, v_off)];
+                END IF;
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
-                                            producer_sub, key_id, located)
-                VALUES (v_num, v_off, push_partition.created_at, txids[1], p_payloads[1],
+                                            producer_sub, key_id, located, id_seed)
+                VALUES (v_num, v_off, push_partition_v2.created_at, txids[1], p_payloads[1],
                         CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id,
-                        nullif(queen.self_located(txids[1], true, v_num, v_off), false));
+                        CASE WHEN txids IS NULL THEN true END, CASE WHEN txids IS NULL THEN p_seed END);
             END IF;
         ELSE
+            -- The items take the next offsets in input order. Their ids are
+            -- derived (queen.gen_id from p_seed): the segment stores none
+            -- and the reply carries none. When the last offset is too long
+            -- to name (queen.self_fits; the offsets before it are shorter),
+            -- the segment stores every id and the reply carries them, those
+            -- too long to name random and with their dedup keys.
             WITH l AS MATERIALIZED (
                 SELECT p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset AS last, x.dedup_window,
                        -- stamped under the lock: created_at is monotone per partition
                        greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity')) AS at,
-                       EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue) AS subs
+                       EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue) AS subs,
+                       queen.self_fits(p.num, p.last_offset + cardinality(p_payloads)) AS fit
                 FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
                 WHERE x.name = p_queue AND p.name = p_partition AND x.max_size = 0
                   AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
                   AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
                 FOR NO KEY UPDATE OF p
             ),
-            res AS MATERIALIZED (  -- the items take the next offsets in input order
-                SELECT u.o, l.last + u.o AS off, queen.self_id(l.at, l.pnum, l.last + u.o) AS txid, u.payload, u.trace
-                FROM l, unnest(p_payloads, p_trace_ids) WITH ORDINALITY AS u(payload, trace, o)
+            res AS MATERIALIZED (  -- only when some id is too long to name
+                SELECT g AS o, l.last + g AS off,
+                       CASE WHEN queen.self_fits(l.pnum, l.last + g) THEN queen.gen_id(l.at, l.pnum, l.last + g, p_seed)
+                            ELSE queen.self_id(l.at, l.pnum, l.last + g) END AS txid
+                FROM l, generate_series(1, cardinality(p_payloads)) g
+                WHERE NOT l.fit
             ),
             seg AS (
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads,
-                                            trace_ids, producer_sub, key_id, located)
-                SELECT l.pnum, l.last + 1, l.at, NULL, NULL, array_agg(res.txid ORDER BY res.o),
-                       array_agg(res.payload ORDER BY res.o),
-                       CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
+                                            trace_ids, producer_sub, key_id, located, id_seed, id_count)
+                SELECT l.pnum, l.last + 1, l.at, NULL, NULL,
+                       CASE WHEN NOT l.fit THEN (SELECT array_agg(res.txid ORDER BY res.o) FROM res) END, p_payloads,
+                       CASE WHEN cardinality(array_remove(p_trace_ids, NULL)) > 0 THEN p_trace_ids END,
                        p_producer_sub, p_key_id,
-                       nullif(queen.self_located((array_agg(res.txid ORDER BY res.o))[1], true, l.pnum, l.last + 1), false)
-                FROM l, res GROUP BY l.pnum, l.last, l.at
+                       -- the first id is self-located when it fits its form
+                       nullif(queen.self_fits(l.pnum, l.last + 1), false),
+                       CASE WHEN l.fit THEN p_seed END, CASE WHEN l.fit THEN cardinality(p_payloads) END
+                FROM l
             ),
             upd AS (
                 UPDATE queen.partitions p SET last_offset = l.last + cardinality(p_payloads), last_pushed_at = l.at
@@ -476,21 +514,21 @@ BEGIN
                 INSERT INTO queen.dedup (key, msg_offset, created_at)
                 SELECT queen.dedup_key(l.pid, res.txid), res.off, l.at
                 FROM l, res
-                WHERE l.dedup_window > 0 AND res.off > l.last + 1 AND NOT queen.self_located(res.txid, true, l.pnum, res.off)
+                WHERE l.dedup_window > 0 AND res.off > l.last + 1 AND NOT queen.self_fits(l.pnum, res.off)
             )
-            SELECT l.pid, l.at, l.qid, l.subs, array_agg(res.off ORDER BY res.o), array_agg(res.txid ORDER BY res.o)
-            INTO partition_id, created_at, v_qid, v_subs, offsets, txids
-            FROM l, res GROUP BY l.pid, l.at, l.qid, l.subs;
+            SELECT l.pid, l.at, l.qid, l.subs, l.pnum, l.last + 1,
+                   CASE WHEN NOT l.fit THEN (SELECT array_agg(res.txid ORDER BY res.o) FROM res) END
+            INTO partition_id, created_at, v_qid, v_subs, part_num, first_offset, txids
+            FROM l;
         END IF;
         IF partition_id IS NOT NULL THEN
-            fresh := array_fill(true, ARRAY[cardinality(p_txids)]);
             IF v_subs THEN  -- as rdy below
                 INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
-                SELECT v_qid, s.group_name, push_partition.partition_id, nextval('queen.ready_order')
+                SELECT v_qid, s.group_name, push_partition_v2.partition_id, nextval('queen.ready_order')
                 FROM queen.subscriptions s
                 WHERE s.queue_name = p_queue
                   AND (SELECT 1 FROM queen.ready r
-                       WHERE r.partition_id = push_partition.partition_id AND r.group_name = s.group_name) IS NULL
+                       WHERE r.partition_id = push_partition_v2.partition_id AND r.group_name = s.group_name) IS NULL
                 ORDER BY s.group_name
                 ON CONFLICT DO NOTHING;
             END IF;
@@ -545,6 +583,7 @@ BEGIN
         RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
     END IF;
     partition_id := t.pid;
+    part_num := t.pnum;
     -- Stamped under the partition lock: created_at is monotone per partition.
     created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'), v_pre_at);
     v_since := created_at - make_interval(secs => t.dedup_window);
@@ -561,17 +600,22 @@ BEGIN
         END IF;
         fresh := ARRAY[v_seen IS NULL];
         offsets := ARRAY[coalesce(v_seen, t.last + 1)];
-        txids := ARRAY[coalesce(p_txids[1], queen.self_id(push_partition.created_at, t.pnum, t.last + 1))];
+        -- a generated id is derived (NULL here and in the segment), unless
+        -- its place is too long to name
+        txids := ARRAY[CASE WHEN p_txids[1] IS NOT NULL THEN p_txids[1]
+                            WHEN NOT queen.self_fits(t.pnum, t.last + 1)
+                            THEN queen.self_id(push_partition_v2.created_at, t.pnum, t.last + 1) END];
         IF v_seen IS NULL THEN
             WITH seg AS (
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
-                                            producer_sub, key_id, located)
-                VALUES (t.pnum, t.last + 1, push_partition.created_at, txids[1], p_payloads[1],
+                                            producer_sub, key_id, located, id_seed)
+                VALUES (t.pnum, t.last + 1, push_partition_v2.created_at, txids[1], p_payloads[1],
                         CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id,
-                        nullif(queen.self_located(txids[1], p_txids[1] IS NULL, t.pnum, t.last + 1), false))
+                        nullif(queen.self_located(txids[1], p_txids[1] IS NULL, t.pnum, t.last + 1), false),
+                        CASE WHEN txids[1] IS NULL THEN p_seed END)
             ),
             upd AS (
-                UPDATE queen.partitions p SET last_offset = t.last + 1, last_pushed_at = push_partition.created_at
+                UPDATE queen.partitions p SET last_offset = t.last + 1, last_pushed_at = push_partition_v2.created_at
                 WHERE p.id = t.pid
             )
             INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)  -- as rdy below
@@ -638,35 +682,45 @@ BEGIN
             SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
             FROM (SELECT k.*, (t.dedup_window = 0 OR (k.o = k.first AND k.seen IS NULL)) AS fresh FROM k) k
         ),
-        -- an item without an id gets one that names its place (queen.self_id)
+        -- an item without an id gets one that names its place, derived
+        -- (NULL; queen.gen_id) unless the place is too long to name
         res AS MATERIALIZED (
-            SELECT r.o, coalesce(r.txid, queen.self_id(push_partition.created_at, t.pnum, r.off)) AS txid,
+            SELECT r.o,
+                   CASE WHEN r.txid IS NOT NULL THEN r.txid
+                        WHEN NOT queen.self_fits(t.pnum, r.off)
+                        THEN queen.self_id(push_partition_v2.created_at, t.pnum, r.off) END AS txid,
                    r.txid IS NULL AS gen, r.payload, r.trace, r.fresh,
                    coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
             FROM r
         ),
         seg AS (
+            -- one message in scalars, several in arrays; no ids when every
+            -- one is derived, else every one (a derived one rendered)
             INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
-                                        producer_sub, key_id, located)
-            SELECT t.pnum, t.last + 1, push_partition.created_at,  -- one message in scalars, several in arrays
+                                        producer_sub, key_id, located, id_seed, id_count)
+            SELECT t.pnum, t.last + 1, push_partition_v2.created_at,
                    CASE WHEN count(*) = 1 THEN min(res.txid) END, CASE WHEN count(*) = 1 THEN min(res.payload) END,
-                   CASE WHEN count(*) > 1 THEN array_agg(res.txid ORDER BY res.o) END,
+                   CASE WHEN count(*) > 1 AND bool_or(res.txid IS NOT NULL) THEN
+                       array_agg(queen.seg_txid(res.txid, push_partition_v2.created_at, t.pnum, res.off, p_seed)
+                                 ORDER BY res.o) END,
                    CASE WHEN count(*) > 1 THEN array_agg(res.payload ORDER BY res.o) END,
                    CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
                    p_producer_sub, p_key_id,
-                   nullif(bool_or(res.off = t.last + 1 AND queen.self_located(res.txid, res.gen, t.pnum, res.off)), false)
+                   nullif(bool_or(res.off = t.last + 1 AND queen.self_located(res.txid, res.gen, t.pnum, res.off)), false),
+                   CASE WHEN bool_and(res.txid IS NULL) THEN p_seed END,
+                   CASE WHEN bool_and(res.txid IS NULL) AND count(*) > 1 THEN count(*) END
             FROM res WHERE res.fresh
             HAVING count(*) > 0
         ),
         upd AS (
-            UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = push_partition.created_at
+            UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = push_partition_v2.created_at
             FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
             WHERE p.id = t.pid AND n.last IS NOT NULL
         ),
         dd AS (  -- the first message's key is the segment's (segments_first_key);
                  -- a self-located message needs none (migration 0015)
             INSERT INTO queen.dedup (key, msg_offset, created_at)
-            SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition.created_at
+            SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition_v2.created_at
             FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
                        AND NOT queen.self_located(res.txid, res.gen, t.pnum, res.off)
         ),
@@ -687,6 +741,31 @@ BEGIN
     IF t.max_size > 0 AND queen.queue_depth(t.qid) > t.max_size THEN
         RAISE EXCEPTION 'queue % is full', p_queue USING ERRCODE = 'QN429';
     END IF;
+END
+$fn$;
+
+-- push_partition is push_partition_v2 for the previous release (it calls it
+-- during a deploy): every item's offset and transactionId in arrays.
+DROP FUNCTION IF EXISTS queen.push_partition(text, text, text[], text[], text[], text, text, timestamptz);
+CREATE OR REPLACE FUNCTION queen.push_partition(p_queue text, p_partition text, p_txids text[], p_payloads text[],
+                                                p_trace_ids text[], p_producer_sub text, p_key_id text,
+                                                p_now timestamptz,
+                                                OUT partition_id uuid, OUT created_at timestamptz,
+                                                OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    r      record;
+    v_seed bigint := queen.new_seed();
+BEGIN
+    SELECT * INTO r FROM queen.push_partition_v2(p_queue, p_partition, p_txids, p_payloads, p_trace_ids,
+                                                 p_producer_sub, p_key_id, p_now, v_seed);
+    partition_id := r.partition_id;
+    created_at := r.created_at;
+    fresh := coalesce(r.fresh, array_fill(true, ARRAY[cardinality(p_payloads)]));
+    offsets := coalesce(r.offsets, ARRAY(SELECT r.first_offset + g FROM generate_series(0, cardinality(p_payloads) - 1) g
+                                         ORDER BY g));
+    SELECT array_agg(queen.seg_txid(r.txids[u.o], r.created_at, r.part_num, u.off, v_seed) ORDER BY u.o)
+    INTO txids FROM unnest(offsets) WITH ORDINALITY AS u(off, o);
 END
 $fn$;
 

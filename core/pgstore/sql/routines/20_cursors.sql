@@ -11,7 +11,8 @@ BEGIN
                            transaction_id, payload, trace_id, consumer_group, error, attempts,
                            created_at, failed_at, key_id)
     SELECT x.name, p.name, p.id, p_off, queen.message_id(p.id, p_off),
-           (queen.seg_all(s.txid, s.txids))[p_off - s.base_offset + 1],
+           queen.seg_txid((queen.seg_all(s.txid, s.txids))[p_off - s.base_offset + 1], s.created_at, s.partition_num,
+                           p_off, s.id_seed),
            (queen.seg_all(s.payload, s.payloads))[p_off - s.base_offset + 1],
            s.trace_ids[p_off - s.base_offset + 1], p_group, p_error, p_attempts,
            s.created_at, p_now, s.key_id  -- a sealed payload stays sealed
@@ -21,7 +22,7 @@ BEGIN
     WHERE p.id = p_pid
       AND s.base_offset = (SELECT max(s2.base_offset) FROM queen.segments s2
                            WHERE s2.partition_num = p.num AND s2.base_offset <= p_off)
-      AND p_off <= queen.seg_last(s.base_offset, s.txids);
+      AND p_off <= queen.seg_last(s.base_offset, s.txids, s.id_count);
     RETURN FOUND;
 END
 $fn$;

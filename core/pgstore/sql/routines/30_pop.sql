@@ -81,7 +81,8 @@ BEGIN
            count(*), max(m.off), min(m.key_id) FILTER (WHERE NOT (m.key_id = ANY (coalesce(p_keys, '{}'))))
     INTO items, n, last, foreign_key
     FROM (
-        SELECT sg.base_offset + u.ord - 1 AS off, u.txid, u.payload,
+        SELECT sg.base_offset + u.ord - 1 AS off,
+               queen.seg_txid(u.txid, sg.created_at, p_num, sg.base_offset + u.ord - 1, sg.id_seed) AS txid, u.payload,
                sg.trace_ids[u.ord] AS trace_id, sg.created_at, sg.producer_sub, sg.key_id
         FROM queen.segments sg
         CROSS JOIN LATERAL unnest(queen.seg_all(sg.txid, sg.txids), queen.seg_all(sg.payload, sg.payloads))

@@ -60,11 +60,14 @@ BEGIN
         RETURN NULL;  -- the newest with that id: committed, or removed by retention
     END IF;
     SELECT s.base_offset + u.ord - 1 INTO v_off
-    FROM queen.segments s CROSS JOIN LATERAL unnest(queen.seg_all(s.txid, s.txids)) WITH ORDINALITY AS u(txid, ord)
+    FROM queen.segments s
+    CROSS JOIN LATERAL ROWS FROM (unnest(queen.seg_all(s.txid, s.txids)),
+                                  generate_series(1, queen.seg_count(s.txids, s.id_count))) AS u(txid, ord)
     WHERE s.partition_num = p_num
       AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.segments s2
                                      WHERE s2.partition_num = p_num AND s2.base_offset <= p_delivered + 1), 0)
-      AND u.txid = p_txid AND s.base_offset + u.ord - 1 > p_delivered
+      AND queen.seg_txid(u.txid, s.created_at, p_num, s.base_offset + u.ord - 1, s.id_seed) = p_txid
+      AND s.base_offset + u.ord - 1 > p_delivered
     ORDER BY 1 LIMIT 1;
     RETURN v_off;
 END
@@ -286,16 +289,20 @@ BEGIN
             WHERE committed IS NOT NULL AND delivered > committed
         ),
         win AS MATERIALIZED (  -- each cursor's window read once, not once per item
-            SELECT wu.pid, wu.grp, sg.base_offset + x.ord - 1 AS off, x.txid
+            SELECT wu.pid, wu.grp, sg.base_offset + x.ord - 1 AS off,
+                   queen.seg_txid(x.txid, sg.created_at, wu.num, sg.base_offset + x.ord - 1, sg.id_seed) AS txid
             FROM units wu
             CROSS JOIN LATERAL (
-                SELECT s.base_offset, queen.seg_all(s.txid, s.txids) AS txids FROM queen.segments s
+                SELECT s.base_offset, queen.seg_all(s.txid, s.txids) AS txids, s.created_at, s.id_seed,
+                       queen.seg_count(s.txids, s.id_count) AS n
+                FROM queen.segments s
                 WHERE s.partition_num = wu.num
                   AND s.base_offset >= coalesce((SELECT max(s2.base_offset) FROM queen.segments s2
                                                  WHERE s2.partition_num = wu.num
                                                    AND s2.base_offset <= wu.committed + 1), 0)
                   AND s.base_offset <= wu.delivered) sg
-            CROSS JOIN LATERAL unnest(sg.txids) WITH ORDINALITY AS x(txid, ord)
+            -- zipped, so a segment of derived ids (one NULL) gives a row per message
+            CROSS JOIN LATERAL ROWS FROM (unnest(sg.txids), generate_series(1, sg.n)) AS x(txid, ord)
             WHERE sg.base_offset + x.ord - 1 > wu.committed AND sg.base_offset + x.ord - 1 <= wu.delivered
         ),
         hit AS (

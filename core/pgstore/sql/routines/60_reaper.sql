@@ -23,25 +23,30 @@ BEGIN
                 SELECT s.ctid FROM queen.segments s
                 WHERE s.partition_num = p.num
                   AND s.created_at < p_now - make_interval(secs => cm.keep)
-                  AND (NOT p_completed OR queen.seg_last(s.base_offset, s.txids) <= cm.low)
+                  AND (NOT p_completed OR queen.seg_last(s.base_offset, s.txids, s.id_count) <= cm.low)
                 ORDER BY s.base_offset LIMIT p_limit) sg
             WHERE cm.keep > 0 AND (NOT p_completed OR cm.low IS NOT NULL)
             LIMIT p_limit))
-        RETURNING partition_num, base_offset, created_at, txid, txids
+        RETURNING partition_num, base_offset, created_at, txid, txids, id_seed, id_count
     ),
     keep AS (
         -- A first message's key was its segment's (migration 0012), a
         -- self-located message's its offset (0015): one still inside its
         -- window moves to queen.dedup, as the others are.
         INSERT INTO queen.dedup (key, msg_offset, created_at)
-        SELECT queen.dedup_key(p.id, u.txid), d.base_offset + u.i - 1, d.created_at
+        -- A derived id (migration 0017) is self-located.
+        SELECT queen.dedup_key(p.id, queen.seg_txid(u.txid, d.created_at, d.partition_num, d.base_offset + u.i - 1,
+                                                    d.id_seed)),
+               d.base_offset + u.i - 1, d.created_at
         FROM del d
         JOIN queen.partitions p ON p.num = d.partition_num
         JOIN queen.queues x ON x.id = p.queue_id
-        CROSS JOIN LATERAL unnest(queen.seg_all(d.txid, d.txids)) WITH ORDINALITY AS u(txid, i)
+        CROSS JOIN LATERAL ROWS FROM (unnest(queen.seg_all(d.txid, d.txids)),
+                                      generate_series(1, queen.seg_count(d.txids, d.id_count))) AS u(txid, i)
         WHERE x.dedup_window > 0 AND d.created_at > p_now - make_interval(secs => x.dedup_window)
           AND NOT queen._dedup_off(x.id, d.created_at)
-          AND (u.i = 1 OR queen.self_located(u.txid, false, d.partition_num, d.base_offset + u.i - 1))
+          AND (u.i = 1 OR d.id_seed IS NOT NULL
+               OR queen.self_located(u.txid, false, d.partition_num, d.base_offset + u.i - 1))
     )
     SELECT count(*) INTO n FROM del;
     RETURN n;
