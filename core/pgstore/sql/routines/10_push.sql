@@ -491,8 +491,7 @@ BEGIN
                 SELECT g AS o, l.last + g AS off,
                        CASE WHEN queen.self_fits(l.pnum, l.last + g) THEN queen.gen_id(l.at, l.pnum, l.last + g, p_seed)
                             ELSE queen.self_id(l.at, l.pnum, l.last + g) END AS txid
-                FROM l, generate_series(1, cardinality(p_payloads)) g
-                WHERE NOT l.fit
+                FROM l CROSS JOIN LATERAL generate_series(1, CASE WHEN l.fit THEN 0 ELSE cardinality(p_payloads) END) g
             ),
             seg AS (
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads,
