@@ -348,8 +348,8 @@ func onePartition(args []pushArg) bool {
 // push generates, the results come back as the partition, its number, the
 // push's time and per item whether it was stored, its offset and its
 // transactionId (NULL when generated from the seed: GeneratedID makes it
-// here), or, when every item was stored at the next offsets with a
-// generated id, only the first offset. They are rendered here.
+// here), or, for the common push (every id generated, stored at the next
+// offsets), only the first offset. They are rendered here.
 func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.PushResult, error) {
 	txids, payloads, traces := make([]*string, len(args)), make([]string, len(args)), []*string(nil)
 	var sub, key *string

@@ -42,7 +42,7 @@
 --   of such tables are scalar subqueries (one index probe per row, which
 --   no plan can turn into a scan), and a CTE that must run once per
 --   cursor rather than once per item is MATERIALIZED.
--- * A push to one partition (the common case) is push_partition: its items
+-- * A push to one partition (the common case) is push_partition_v2: its items
 --   come as arrays and its reply goes back as offsets, so the database
 --   neither parses nor renders JSON; in the steady state it is seven small
 --   statements, and a push of one message has a smaller write statement of
@@ -85,9 +85,9 @@
 --   it computed (segments.located, migration 0016).
 -- * Work under a partition's lock is paid once per push queued behind it:
 --   with 8 pushes to one partition, throughput is what one push does under
---   the lock, and every microsecond there counts eight times. Making,
---   storing (TOAST, ~4 kB of WAL) and returning 100 generated ids was most
---   of it: a segment of generated ids now keeps one seed (migration 0017),
+--   the lock, and every microsecond there counts eight times. Making (~1 us
+--   each), storing (~1.6 kB compressed) and returning 100 generated ids was
+--   most of it: a segment of generated ids now keeps one seed (migration 0017),
 --   the Go core renders the ids, and 8 pgbench clients pushing 100
 --   messages to one partition went from ~940 to ~2,000 pushes/s.
 -- * Pops and acks return arrays (pop_v2, ack_v2) that the Go core renders,
@@ -371,7 +371,7 @@ $$;
 -- after offset p_after: (transactionId, offset, whether it counts as a
 -- dedup key for a push at the window start p_since and floor p_floor). A
 -- batch push probes its keys before it takes the partition's lock
--- (push_partition) and then reads only what was pushed in between: read
+-- (push_partition_v2) and then reads only what was pushed in between: read
 -- through the segments' primary key, a few segments. Inlined into its
 -- caller; the fence evaluates the key test once per segment.
 DROP FUNCTION IF EXISTS queen._pushed_since(bigint, bigint, bigint, timestamptz, timestamptz);

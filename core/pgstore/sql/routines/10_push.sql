@@ -3,7 +3,7 @@
 --
 -- Every statement below finds rows by key (scalar subqueries, = ANY), so its
 -- cost does not depend on how many queues, partitions or dedup keys exist.
--- Two routines: push_partition (below) for a push whose items all go to one
+-- Two routines: push_partition_v2 (below) for a push whose items all go to one
 -- partition, in a few small statements (00_common.sql's notes); _push for the rest
 -- (several partitions, transactions, dead-letter retries), which in the
 -- steady state reads the items, locks the queue names, looks up the
@@ -351,11 +351,11 @@ $fn$;
 -- the partition, its number, the push's time, and per item, in input
 -- order, whether it was stored (fresh), the offset it is at (a duplicate:
 -- the offset its first copy is at) and its transactionId, NULL for an id
--- derived from p_seed. When every item was stored at the next offsets
--- with derived ids (the common push), it returns no arrays: fresh and
--- offsets are NULL, the items are at first_offset onwards, and txids is
--- NULL too unless some id is not derived. A message's id is
--- queen.message_id of its partition and offset.
+-- derived from p_seed. The common push (every id generated, an existing
+-- partition) returns no arrays when its items were stored at the next
+-- offsets: fresh and offsets are NULL, the items are at first_offset
+-- onwards, and txids is NULL too unless some id is not derived. A
+-- message's id is queen.message_id of its partition and offset.
 
 -- _push_target looks up and locks the partition of a push_partition_v2 call,
 -- creating it (and its queue) when missing. Capped queues get their queue
@@ -672,7 +672,7 @@ BEGIN
             -- the newest segment at or before that copy: whether it still
             -- holds the copy, and when it was pushed
             LEFT JOIN LATERAL (
-                SELECT s.base_offset + coalesce(cardinality(s.txids), 1) > ps.seen AS holds, s.created_at
+                SELECT queen.seg_last(s.base_offset, s.txids, s.id_count) >= ps.seen AS holds, s.created_at
                 FROM queen.segments s
                 WHERE ps.seen IS NOT NULL AND s.partition_num = t.pnum AND s.base_offset <= ps.seen
                 ORDER BY s.base_offset DESC LIMIT 1) hs ON true
