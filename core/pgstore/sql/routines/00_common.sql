@@ -141,9 +141,16 @@ $$;
 -- core makes the same (pgstore.GeneratedID, a test holds the two
 -- together). STABLE, not IMMUTABLE, so that it is inlined (extract is
 -- STABLE).
-CREATE OR REPLACE FUNCTION queen.gen_id(p_at timestamptz, p_num bigint, p_off bigint, p_seed bigint)
+-- _id_time is the first 13 characters of a generated id: the millisecond
+-- p_at falls in, as a UUIDv7's time (before 1970: 0).
+CREATE OR REPLACE FUNCTION queen._id_time(p_at timestamptz)
 RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT overlay(lpad(to_hex(greatest(floor(extract(epoch FROM p_at) * 1000), 0)::bigint), 12, '0') PLACING '-' FROM 9 FOR 0)
+$$;
+
+CREATE OR REPLACE FUNCTION queen.gen_id(p_at timestamptz, p_num bigint, p_off bigint, p_seed bigint)
+RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT queen._id_time(p_at)
            || '-7a' || to_hex(length(to_hex(p_off))) || to_hex(length(to_hex(p_num))) || '-' || to_hex(8 + (p_seed & 3))
            || overlay(lpad(to_hex((p_seed >> 2) & ((1::bigint << (4 * (15 - length(to_hex(p_num)) - length(to_hex(p_off))))) - 1)),
                            15 - length(to_hex(p_num)) - length(to_hex(p_off)), '0')
@@ -296,37 +303,40 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                 ELSE coalesce(queen.self_offset(p_txid, p_num) = p_off, false) END
 $$;
 
--- _self_tail is the part of a generated id after its time: version and
--- marker "-7a", the number of hex digits of the offset (p_off, in hex) and
--- of the partition number (p_num), the variant digit (8, 9, a or b), and
--- 15 digits ending with the partition number and the offset.
-CREATE OR REPLACE FUNCTION queen._self_tail(p_num text, p_off text)
-RETURNS text LANGUAGE sql VOLATILE AS $$
-    SELECT '-7a' || to_hex(length(p_off)) || to_hex(length(p_num)) || '-' || to_hex(8 + floor(random() * 4)::int)
-           || overlay(lpad(to_hex(floor(random() * 16::float8 ^ (15 - length(p_num) - length(p_off)))::bigint),
-                           15 - length(p_num) - length(p_off), '0') || p_num || p_off
-                      PLACING '-' FROM 4 FOR 0)
-$$;
-
 -- self_id is the transactionId generated for the message at offset p_off
 -- of partition number p_num, pushed at p_at (migration 0015): a UUIDv7 of
 -- that millisecond that names the partition and the offset
 -- (queen.self_offset reads it back), the digits they leave filled at
--- random. No two messages get the same one. When the two take more than
--- 15 hex digits together (a partition past 16^15 / 16^(partition's digits)
--- messages), the id is a random UUIDv7 instead: not self-located, it gets
--- its dedup key as a client's id does. The random digits come from
--- random() (seeded per connection from the system's strong source): they
--- guard nothing, and gen_random_uuid() per digit made a 100-message push
--- 1 ms slower.
+-- random: queen.gen_id with a seed of its own. No two messages get the
+-- same one. When the two take more than 15 hex digits together (a
+-- partition past 16^15 / 16^(partition's digits) messages), the id is a
+-- random UUIDv7 instead: not self-located, it gets its dedup key as a
+-- client's id does. The random digits come from random() (seeded per
+-- connection from the system's strong source): they guard nothing, and
+-- gen_random_uuid() per digit made a 100-message push 1 ms slower. The
+-- pushes make only the random ones here (queen.stored_txid); the others
+-- are derived from the push's seed (migration 0017).
+DROP FUNCTION IF EXISTS queen._self_tail(text, text);
 DROP FUNCTION IF EXISTS queen.self_id(timestamptz, bigint);
 CREATE OR REPLACE FUNCTION queen.self_id(p_at timestamptz, p_num bigint, p_off bigint)
 RETURNS text LANGUAGE sql VOLATILE AS $$
-    SELECT overlay(lpad(to_hex(greatest(floor(extract(epoch FROM p_at) * 1000), 0)::bigint), 12, '0') PLACING '-' FROM 9 FOR 0)
-           || CASE WHEN queen.self_fits(p_num, p_off) THEN queen._self_tail(to_hex(p_num), to_hex(p_off))
-                   ELSE '-7' || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
-                        || '-' || to_hex(8 + floor(random() * 4)::int) || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
-                        || '-' || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0') END
+    SELECT CASE WHEN queen.self_fits(p_num, p_off) THEN queen.gen_id(p_at, p_num, p_off, queen.new_seed())
+                ELSE queen._id_time(p_at)
+                     || '-7' || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
+                     || '-' || to_hex(8 + floor(random() * 4)::int) || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
+                     || '-' || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0') END
+$$;
+
+-- stored_txid is what a segment that keeps its ids stores as the
+-- transactionId of the message at offset p_off of partition number p_num,
+-- pushed at p_at, with the id p_txid the client gave (NULL: none): the
+-- client's id; for a generated one NULL, derived from the push's seed
+-- (queen.seg_txid), when its place fits the form, else a random one
+-- (queen.self_id). The one rule every push writer follows (migration 0017).
+CREATE OR REPLACE FUNCTION queen.stored_txid(p_txid text, p_at timestamptz, p_num bigint, p_off bigint)
+RETURNS text LANGUAGE sql VOLATILE AS $$
+    SELECT CASE WHEN p_txid IS NOT NULL THEN p_txid
+                WHEN NOT queen.self_fits(p_num, p_off) THEN queen.self_id(p_at, p_num, p_off) END
 $$;
 
 -- _self_seen is the offset p_txid names in partition number p_num when the

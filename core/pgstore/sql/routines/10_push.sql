@@ -158,9 +158,7 @@ BEGIN
     -- seed (queen.gen_id), or at random where the place is too long to name
     -- (queen.self_id).
     SELECT r.idx, r.qname, r.pname, r.payload,
-           CASE WHEN r.txid IS NOT NULL THEN r.txid
-                WHEN queen.self_fits(r.pnum, r.off) THEN queen.gen_id(r.ts, r.pnum, r.off, p_seed)
-                ELSE queen.self_id(r.ts, r.pnum, r.off) END,
+           queen.seg_txid(queen.stored_txid(r.txid, r.ts, r.pnum, r.off), r.ts, r.pnum, r.off, p_seed),
            r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum, r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
            coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid)),
            r.txid IS NULL AND queen.self_fits(r.pnum, r.off)
@@ -460,7 +458,7 @@ BEGIN
                 -- The id is derived (queen.gen_id): nothing stored, nothing
                 -- returned. Only a place too long to name gets a random one.
                 IF NOT queen.self_fits(v_num, v_off) THEN
-                    txids := ARRAY[queen.self_id(push_partition_v2.created_at, v_num, v_off)];
+                    txids := ARRAY[queen.stored_txid(NULL, push_partition_v2.created_at, v_num, v_off)];
                 END IF;
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
                                             producer_sub, key_id, located, id_seed)
@@ -489,8 +487,8 @@ BEGIN
             ),
             res AS MATERIALIZED (  -- only when some id is too long to name
                 SELECT g AS o, l.last + g AS off,
-                       CASE WHEN queen.self_fits(l.pnum, l.last + g) THEN queen.gen_id(l.at, l.pnum, l.last + g, p_seed)
-                            ELSE queen.self_id(l.at, l.pnum, l.last + g) END AS txid
+                       queen.seg_txid(queen.stored_txid(NULL, l.at, l.pnum, l.last + g), l.at, l.pnum, l.last + g,
+                                      p_seed) AS txid
                 FROM l CROSS JOIN LATERAL generate_series(1, CASE WHEN l.fit THEN 0 ELSE cardinality(p_payloads) END) g
             ),
             seg AS (
@@ -601,9 +599,7 @@ BEGIN
         offsets := ARRAY[coalesce(v_seen, t.last + 1)];
         -- a generated id is derived (NULL here and in the segment), unless
         -- its place is too long to name
-        txids := ARRAY[CASE WHEN p_txids[1] IS NOT NULL THEN p_txids[1]
-                            WHEN NOT queen.self_fits(t.pnum, t.last + 1)
-                            THEN queen.self_id(push_partition_v2.created_at, t.pnum, t.last + 1) END];
+        txids := ARRAY[queen.stored_txid(p_txids[1], push_partition_v2.created_at, t.pnum, t.last + 1)];
         IF v_seen IS NULL THEN
             WITH seg AS (
                 INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
@@ -684,10 +680,7 @@ BEGIN
         -- an item without an id gets one that names its place, derived
         -- (NULL; queen.gen_id) unless the place is too long to name
         res AS MATERIALIZED (
-            SELECT r.o,
-                   CASE WHEN r.txid IS NOT NULL THEN r.txid
-                        WHEN NOT queen.self_fits(t.pnum, r.off)
-                        THEN queen.self_id(push_partition_v2.created_at, t.pnum, r.off) END AS txid,
+            SELECT r.o, queen.stored_txid(r.txid, push_partition_v2.created_at, t.pnum, r.off) AS txid,
                    r.txid IS NULL AS gen, r.payload, r.trace, r.fresh,
                    coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
             FROM r
