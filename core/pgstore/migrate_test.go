@@ -95,6 +95,29 @@ func TestPreviousReleaseCallsWork(t *testing.T) {
 	if len(pushed) != 2 || pushed[0].(map[string]any)["status"] != "queued" || pushed[0].(map[string]any)["offset"] != 5.0 {
 		t.Fatalf("previous release's push: %v", pushed)
 	}
+	// Its generated ids (derived from a seed, not stored, since migration
+	// 0017) are the ones the log delivers.
+	gen := call(`SELECT queen.push($1::json, $2::timestamptz)`,
+		`[{"queue":"gen","partition":"a","payload":1},{"queue":"gen","partition":"b","payload":2},
+		  {"queue":"gen","partition":"a","payload":3}]`, now)["array"].([]any)
+	for _, part := range []string{"a", "b"} {
+		var want []any
+		for _, g := range gen {
+			if g.(map[string]any)["partition"] == part {
+				want = append(want, g.(map[string]any)["transactionId"])
+			}
+		}
+		got := pop(t, e, queen.PopRequest{Queue: "gen", Partition: part, Batch: 10, ConsumerGroup: "check"})
+		if len(got.Messages) != len(want) {
+			t.Fatalf("previous release's push to gen/%s: %v; popped %d messages", part, gen, len(got.Messages))
+		}
+		for i, m := range got.Messages {
+			if m.TransactionID != want[i] {
+				t.Fatalf("gen/%s message %d: popped transactionId %s, the previous release's push returned %v",
+					part, i, m.TransactionID, want[i])
+			}
+		}
+	}
 	popped := call(`SELECT queen.pop($1::json, $2::timestamptz)`,
 		`{"queue":"orders","partition":"eu","group":"billing","batch":10,"partitions":1,"autoAck":false,"mode":"all"}`, now)
 	msgs := popped["messages"].([]any)

@@ -42,7 +42,7 @@ func query(name string) string {
 }
 
 var (
-	sqlPush        = query("push")
+	sqlPush        = query("push_v2")
 	sqlPushOne     = query("push_partition")
 	sqlPop         = query("pop_v2")
 	sqlAck         = query("ack_v2")
@@ -320,11 +320,8 @@ func (s *Store) Push(ctx context.Context, items []queen.PushItem) ([]queen.PushR
 			out, err = s.pushPartition(ctx, args)
 			return err
 		}
-		arg, err := jsonArg(args)
-		if err != nil {
-			return err
-		}
-		return s.call(ctx, "push", sqlPush, &out, arg, s.now())
+		out, err = s.pushPartitions(ctx, args)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -341,6 +338,59 @@ func onePartition(args []pushArg) bool {
 		}
 	}
 	return len(args) > 0
+}
+
+// pushPartitions pushes items that span partitions through push_v2: the
+// items go as JSON with the seed of the ids the push generates; per item
+// come back its partition's id and number, the push's time there, whether
+// it was stored, its offset and its transactionId (NULL when generated
+// from the seed: GeneratedID makes it here). The reply is rendered here,
+// once the partitions are unlocked.
+func (s *Store) pushPartitions(ctx context.Context, args []pushArg) ([]queen.PushResult, error) {
+	arg, err := jsonArg(args)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		pids    []string
+		nums    []int64
+		created []time.Time
+		fresh   []bool
+		offsets []int64
+		ids     []*string
+		seed    = rand.Int64() // the generated ids' digits: they guard nothing
+	)
+	err = s.retry(ctx, "push", func() error {
+		return s.db.QueryRow(ctx, sqlPush, arg, s.now(), seed).Scan(&pids, &nums, &created, &fresh, &offsets, &ids)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range []int{len(pids), len(nums), len(created), len(fresh), len(offsets)} {
+		if n != len(args) {
+			return nil, fmt.Errorf("push: %d results for %d items", n, len(args))
+		}
+	}
+	if ids != nil && len(ids) != len(args) {
+		return nil, fmt.Errorf("push: %d transactionIds for %d items", len(ids), len(args))
+	}
+	out := make([]queen.PushResult, len(args))
+	for i, a := range args {
+		status := queen.StatusQueued
+		if !fresh[i] {
+			status = queen.StatusDuplicate
+		}
+		var id string
+		if ids != nil && ids[i] != nil {
+			id = *ids[i]
+		} else {
+			id = GeneratedID(created[i], nums[i], offsets[i], seed)
+		}
+		out[i] = queen.PushResult{Index: i, TransactionID: id, Status: status, Offset: offsets[i],
+			MessageID: MessageID(pids[i], offsets[i]), PartitionID: pids[i], Queue: a.Queue, Partition: a.Partition,
+			TraceID: a.TraceID, CreatedAt: created[i].UTC()}
+	}
+	return out, nil
 }
 
 // pushPartition pushes items that all go to one partition through

@@ -98,16 +98,19 @@ $fn$;
 -- in the same partition, is a duplicate and reports the offset it was
 -- stored at. p_it holds the items (_push_items, with each item's partition,
 -- queue id and dedup window); p_locked, p_nums, p_lasts and p_last_ats the
--- locked partitions' rows; p_seed the seed of the ids it generates
--- (derived: queen.gen_id, migration 0017; when the offset fits the form).
+-- locked partitions' rows. txid is the id the log stores for the item:
+-- NULL for an id derived from the push's seed (derived; queen.gen_id,
+-- migration 0017), which the caller renders where it needs it.
 DROP FUNCTION IF EXISTS queen._push_plan(json, uuid[], timestamptz);
 DROP FUNCTION IF EXISTS queen._push_plan(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], timestamptz[],
                                          timestamptz);
 DROP FUNCTION IF EXISTS queen._push_plan(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], bigint[],
                                          timestamptz[], timestamptz);
+DROP FUNCTION IF EXISTS queen._push_plan(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], bigint[],
+                                         timestamptz[], timestamptz, bigint);
 CREATE OR REPLACE FUNCTION queen._push_plan(p_it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
                                             p_locked uuid[], p_nums bigint[], p_lasts bigint[],
-                                            p_last_ats timestamptz[], p_ts timestamptz, p_seed bigint)
+                                            p_last_ats timestamptz[], p_ts timestamptz)
 RETURNS TABLE (idx int, qname text, pname text, payload text, txid text, trace_id text, producer_sub text,
                key_id text, pid uuid, pnum bigint, queue_id bigint, dedup_window int, ts timestamptz,
                fresh boolean, off bigint, final_off bigint, derived boolean)
@@ -155,10 +158,10 @@ BEGIN
     )
     -- A repeat inside the request reports the offset of its first item; an
     -- item without an id gets one that names its place: derived from the
-    -- seed (queen.gen_id), or at random where the place is too long to name
-    -- (queen.self_id).
+    -- push's seed (queen.gen_id; NULL here), or at random where the place
+    -- is too long to name (queen.self_id).
     SELECT r.idx, r.qname, r.pname, r.payload,
-           queen.seg_txid(queen.stored_txid(r.txid, r.ts, r.pnum, r.off), r.ts, r.pnum, r.off, p_seed),
+           queen.stored_txid(r.txid, r.ts, r.pnum, r.off),
            r.trace_id, r.producer_sub, r.key_id, r.pid, r.pnum, r.queue_id, r.dedup_window, r.ts, r.fresh, r.off,
            coalesce(r.off, r.seen_offset, max(r.off) OVER (PARTITION BY r.pid, r.txid)),
            r.txid IS NULL AND queen.self_fits(r.pnum, r.off)
@@ -168,42 +171,51 @@ $fn$;
 
 -- _push_write stores a push's fresh items (one segment per partition, the
 -- partitions' offsets, dedup keys, ready rows for subscribed groups) and
--- returns one result per item, in input order. Called with the partitions
--- locked (see _push_plan for the arguments); p_ts is the push's time,
--- taken under those locks.
-DROP FUNCTION IF EXISTS queen._push_write(json, uuid[], timestamptz);
-DROP FUNCTION IF EXISTS queen._push_write(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], timestamptz[],
-                                          timestamptz);
+-- returns, per item in input order, its partition's number, the push's
+-- time in that partition, whether it was stored (fresh), the offset it is
+-- at (a duplicate: the offset its first copy is at) and the id the log
+-- stores for it (NULL: derived from p_seed, queen.gen_id; the whole array
+-- NULL when every one is). Arrays, not a
+-- reply: it runs with the partitions locked (see _push_plan for the
+-- arguments), so what renders a reply (ids, message ids, JSON: a quarter of
+-- the time a 100-message push to random partitions held its locks) is left
+-- to the caller, after the commit for the Go core. p_ts is the push's
+-- time, taken under those locks; p_seed the seed of the ids it generates.
+DROP FUNCTION IF EXISTS queen._push_write(queen.push_items, uuid[], bigint[], int[], uuid[], bigint[], bigint[],
+                                          timestamptz[], timestamptz);
 CREATE OR REPLACE FUNCTION queen._push_write(p_it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
                                              p_locked uuid[], p_nums bigint[], p_lasts bigint[],
-                                             p_last_ats timestamptz[], p_ts timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-DECLARE
-    v_res  json;
-    v_seed bigint := queen.new_seed();  -- of the ids it generates (migration 0017)
+                                             p_last_ats timestamptz[], p_ts timestamptz, p_seed bigint,
+                                             OUT nums bigint[], OUT ats timestamptz[], OUT fresh boolean[],
+                                             OUT offsets bigint[], OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     WITH res AS (
-        SELECT * FROM queen._push_plan(p_it, p_pids, p_qids, p_wins, p_locked, p_nums, p_lasts, p_last_ats, p_ts,
-                                       v_seed)
+        SELECT * FROM queen._push_plan(p_it, p_pids, p_qids, p_wins, p_locked, p_nums, p_lasts, p_last_ats, p_ts)
     ),
     fresh AS (  -- with its partition's first offset in this push (its segment's base)
-        SELECT res.*, min(res.off) OVER (PARTITION BY res.pid) AS base FROM res WHERE fresh
+        SELECT res.*, min(res.off) OVER (PARTITION BY res.pid) AS base,
+               bool_and(res.derived) OVER (PARTITION BY res.pid) AS all_derived
+        FROM res WHERE res.fresh
     ),
     seg AS (
         INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
                                     producer_sub, key_id, located, id_seed, id_count)
         SELECT min(pnum), min(off), min(ts),  -- one message in scalars, several in arrays
-               -- no ids when every one is derived (migration 0017)
+               -- no ids when every one is derived (migration 0017), else
+               -- every one (a derived one made here)
                CASE WHEN count(*) = 1 AND NOT bool_and(derived) THEN min(txid) END,
                CASE WHEN count(*) = 1 THEN min(payload) END,
-               CASE WHEN count(*) > 1 AND NOT bool_and(derived) THEN array_agg(txid ORDER BY off) END,
+               CASE WHEN count(*) > 1 AND NOT bool_and(derived)
+                    THEN array_agg(CASE WHEN NOT all_derived THEN queen.seg_txid(txid, ts, pnum, off, p_seed) END
+                                   ORDER BY off) END,
                CASE WHEN count(*) > 1 THEN array_agg(payload ORDER BY off) END,
                CASE WHEN bool_or(trace_id IS NOT NULL) THEN array_agg(trace_id ORDER BY off) END,
                min(producer_sub),  -- one caller per request
                min(key_id),        -- one key per request
                -- the first message self-located: true, no first key (else NULL; migration 0016)
                nullif(bool_or(off = base AND queen.self_located(txid, p_it.txids[idx + 1] IS NULL, pnum, off)), false),
-               CASE WHEN bool_and(derived) THEN v_seed END,
+               CASE WHEN bool_and(derived) THEN p_seed END,
                CASE WHEN bool_and(derived) AND count(*) > 1 THEN count(*) END
         FROM fresh GROUP BY pid
     ),
@@ -231,32 +243,27 @@ BEGIN
         -- hides its partition from the pops that scan the ready set.
         ON CONFLICT DO NOTHING
     )
-    SELECT json_agg(json_build_object(
-               'index', res.idx,
-               'transactionId', res.txid,
-               'status', CASE WHEN res.fresh THEN 'queued' ELSE 'duplicate' END,
-               'offset', res.final_off,
-               'messageId', queen.message_id(res.pid, res.final_off),
-               'partitionId', res.pid,
-               'queue', res.qname,
-               'partition', res.pname,
-               'traceId', res.trace_id,
-               'createdAt', res.ts)
-             ORDER BY res.idx)
-    INTO v_res
+    SELECT array_agg(res.pnum ORDER BY res.idx), array_agg(res.ts ORDER BY res.idx),
+           array_agg(res.fresh ORDER BY res.idx), array_agg(res.final_off ORDER BY res.idx),
+           CASE WHEN bool_or(res.txid IS NOT NULL) THEN array_agg(res.txid ORDER BY res.idx) END  -- NULL: all derived
+    INTO nums, ats, fresh, offsets, txids
     FROM res;
-    RETURN v_res;
 END
 $fn$;
 
--- _push appends items [{queue, partition, payload, transactionId, traceId}]
--- (validated and completed by the caller; an item without a transactionId
--- gets one generated under the lock) and returns one result per item,
--- in input order. All or nothing. Everything that needs no lock (reading
--- the items, finding the partitions) is done before the partitions are
--- locked: they stay locked until the commit is flushed.
-CREATE OR REPLACE FUNCTION queen._push(p_items json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+-- _push_arrays appends items [{queue, partition, payload, transactionId,
+-- traceId}] (validated and completed by the caller; an item without a
+-- transactionId gets one generated under the lock, derived from p_seed
+-- where it names its place) and returns, per item in input order, its
+-- queue, partition and traceId, its partition's id and number, and what
+-- _push_write returns. All or nothing. Everything that needs no lock
+-- (reading the items, finding the partitions) is done before the
+-- partitions are locked: they stay locked until the commit is flushed.
+CREATE OR REPLACE FUNCTION queen._push_arrays(p_items json, p_now timestamptz, p_seed bigint,
+                                              OUT qn text[], OUT pn text[], OUT traces text[], OUT pids uuid[],
+                                              OUT nums bigint[], OUT ats timestamptz[], OUT fresh boolean[],
+                                              OUT offsets bigint[], OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     it        queen.push_items;
     pr        record;  -- _push_pairs
@@ -269,7 +276,6 @@ DECLARE
     v_lasts   bigint[];
     v_at      timestamptz[];
     v_full    text;
-    v_res     json;
 BEGIN
     IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'push' AND enabled) THEN
         RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
@@ -317,8 +323,9 @@ BEGIN
 
     -- Stamped while the partition locks are held: created_at is monotone
     -- per partition in commit order.
-    v_res := queen._push_write(it, v_pids, v_qids, v_wins, v_locked, v_nums, v_lasts, v_at,
-                               coalesce(p_now, clock_timestamp()));
+    SELECT w.nums, w.ats, w.fresh, w.offsets, w.txids INTO nums, ats, fresh, offsets, txids
+    FROM queen._push_write(it, v_pids, v_qids, v_wins, v_locked, v_nums, v_lasts, v_at,
+                           coalesce(p_now, clock_timestamp()), p_seed) w;
 
     IF pl.capped THEN
         SELECT x.name INTO v_full
@@ -330,7 +337,37 @@ BEGIN
             RAISE EXCEPTION 'queue % is full', v_full USING ERRCODE = 'QN429';
         END IF;
     END IF;
-    RETURN v_res;
+    qn := it.qn;
+    pn := it.pn;
+    traces := it.traces;
+    pids := v_pids;
+END
+$fn$;
+
+-- _push is _push_arrays with its reply in JSON, one object per item in
+-- input order (for queen.push, queen.transact and a dead letter's retry),
+-- the ids made with a seed of its own.
+CREATE OR REPLACE FUNCTION queen._push(p_items json, p_now timestamptz)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_seed bigint := queen.new_seed();  -- of the ids it generates (migration 0017)
+    r      record;
+BEGIN
+    SELECT * INTO r FROM queen._push_arrays(p_items, p_now, v_seed);
+    RETURN (SELECT json_agg(json_build_object(
+                       'index', u.o - 1,
+                       'transactionId', queen.seg_txid(u.txid, u.at, u.num, u.off, v_seed),
+                       'status', CASE WHEN u.fresh THEN 'queued' ELSE 'duplicate' END,
+                       'offset', u.off,
+                       'messageId', queen.message_id(u.pid, u.off),
+                       'partitionId', u.pid,
+                       'queue', u.qn,
+                       'partition', u.pn,
+                       'traceId', u.trace,
+                       'createdAt', u.at)
+                     ORDER BY u.o)
+            FROM unnest(r.qn, r.pn, r.traces, r.pids, r.nums, r.ats, r.fresh, r.offsets, r.txids)
+                 WITH ORDINALITY AS u(qn, pn, trace, pid, num, at, fresh, off, txid, o));
 END
 $fn$;
 
@@ -767,4 +804,19 @@ DROP FUNCTION IF EXISTS queen._push_partition_write(uuid, bigint, text, bigint, 
 CREATE OR REPLACE FUNCTION queen.push(p_items json, p_now timestamptz)
 RETURNS json LANGUAGE sql AS $$
     SELECT queen._push(p_items, p_now)
+$$;
+
+-- push_v2 is queen.push for the Go core (the previous release calls push):
+-- the items as push reads them, p_seed the seed of the ids it generates;
+-- per item, in input order, its partition's id and number, the push's time
+-- in that partition, whether it was stored (fresh), the offset it is at (a
+-- duplicate: the offset its first copy is at) and its transactionId, NULL
+-- for an id derived from p_seed (txids is NULL when every one is). The Go
+-- core renders the reply (pgstore.GeneratedID, MessageID) once the
+-- partitions are unlocked.
+CREATE OR REPLACE FUNCTION queen.push_v2(p_items json, p_now timestamptz, p_seed bigint)
+RETURNS TABLE (partition_ids uuid[], part_nums bigint[], created_ats timestamptz[], fresh boolean[],
+               offsets bigint[], txids text[])
+LANGUAGE sql SET jit = off AS $$
+    SELECT r.pids, r.nums, r.ats, r.fresh, r.offsets, r.txids FROM queen._push_arrays(p_items, p_now, p_seed) r
 $$;

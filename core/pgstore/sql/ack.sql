@@ -1,1 +1,0 @@
-SELECT queen.ack($1::json, $2::timestamptz)

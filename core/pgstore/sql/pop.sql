@@ -1,1 +1,0 @@
-SELECT queen.pop($1::json, $2::timestamptz)

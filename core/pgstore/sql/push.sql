@@ -1,1 +1,0 @@
-SELECT queen.push($1::json, $2::timestamptz)
