@@ -304,17 +304,16 @@ BEGIN
             -- zipped, so a segment of derived ids (one NULL) gives a row per message
             CROSS JOIN LATERAL ROWS FROM (unnest(sg.txids), generate_series(1, sg.n)) AS x(txid, ord)
             WHERE sg.base_offset + x.ord - 1 > wu.committed AND sg.base_offset + x.ord - 1 <= wu.delivered
-        ),
-        hit AS (
-            SELECT DISTINCT ON (itm.idx) itm.idx, w.off
-            FROM itm JOIN win w ON w.pid = itm.pid AND w.grp = itm.grp AND w.txid = itm.txid
-            ORDER BY itm.idx, w.off
         )
-        SELECT itm.*,
-               CASE WHEN hit.off IS NOT NULL THEN hit.off
+        -- Each item's first copy in the window, else beyond it. One join
+        -- (itm's estimate in a generic plan is one row: a separate DISTINCT
+        -- ON joined back by idx was run again for every item).
+        SELECT DISTINCT ON (itm.idx) itm.*,
+               CASE WHEN w.off IS NOT NULL THEN w.off
                     WHEN itm.committed IS NOT NULL THEN
                         queen._locate_beyond(itm.pid, itm.num, itm.txid, itm.committed, itm.delivered) END AS off
-        FROM itm LEFT JOIN hit ON hit.idx = itm.idx
+        FROM itm LEFT JOIN win w ON w.pid = itm.pid AND w.grp = itm.grp AND w.txid = itm.txid
+        ORDER BY itm.idx, w.off
     ) it;
     RETURN v_items;
 END
