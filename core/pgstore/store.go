@@ -376,21 +376,39 @@ func (s *Store) pushPartitions(ctx context.Context, args []pushArg) ([]queen.Pus
 	}
 	out := make([]queen.PushResult, len(args))
 	for i, a := range args {
-		status := queen.StatusQueued
-		if !fresh[i] {
-			status = queen.StatusDuplicate
-		}
-		var id string
-		if ids != nil && ids[i] != nil {
-			id = *ids[i]
-		} else {
-			id = GeneratedID(created[i], nums[i], offsets[i], seed)
-		}
-		out[i] = queen.PushResult{Index: i, TransactionID: id, Status: status, Offset: offsets[i],
-			MessageID: MessageID(pids[i], offsets[i]), PartitionID: pids[i], Queue: a.Queue, Partition: a.Partition,
-			TraceID: a.TraceID, CreatedAt: created[i].UTC()}
+		out[i] = pushResult(i, a, pids[i], nums[i], created[i], offsets[i], fresh[i], idAt(ids, i), seed)
 	}
 	return out, nil
+}
+
+// idAt is element i of a push routine's transactionIds, nil where the id
+// is derived (or the routine returned no array: every one is).
+func idAt(ids []*string, i int) *string {
+	if ids == nil {
+		return nil
+	}
+	return ids[i]
+}
+
+// pushResult renders item i of a push from what the routine returned for
+// it: its partition (id and number), the push's time there, its offset,
+// whether it was stored, and its stored transactionId, nil for one the
+// push derived from seed (GeneratedID makes it).
+func pushResult(i int, a pushArg, pid string, num int64, created time.Time, off int64, fresh bool, id *string,
+	seed int64) queen.PushResult {
+	status := queen.StatusQueued
+	if !fresh {
+		status = queen.StatusDuplicate
+	}
+	var txid string
+	if id != nil {
+		txid = *id
+	} else {
+		txid = GeneratedID(created, num, off, seed)
+	}
+	return queen.PushResult{Index: i, TransactionID: txid, Status: status, Offset: off,
+		MessageID: MessageID(pid, off), PartitionID: pid, Queue: a.Queue, Partition: a.Partition,
+		TraceID: a.TraceID, CreatedAt: created.UTC()}
 }
 
 // pushPartition pushes items that all go to one partition through
@@ -459,21 +477,11 @@ func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.Push
 	}
 	out := make([]queen.PushResult, len(args))
 	for i, a := range args {
-		status, off := queen.StatusQueued, int64(0)
 		if consecutive {
-			off = *first + int64(i)
-		} else if off = offsets[i]; !fresh[i] {
-			status = queen.StatusDuplicate
-		}
-		var id string
-		if ids != nil && ids[i] != nil {
-			id = *ids[i]
+			out[i] = pushResult(i, a, pid, num, created, *first+int64(i), true, idAt(ids, i), seed)
 		} else {
-			id = GeneratedID(created, num, off, seed)
+			out[i] = pushResult(i, a, pid, num, created, offsets[i], fresh[i], idAt(ids, i), seed)
 		}
-		out[i] = queen.PushResult{Index: i, TransactionID: id, Status: status, Offset: off,
-			MessageID: MessageID(pid, off), PartitionID: pid, Queue: a.Queue, Partition: a.Partition,
-			TraceID: a.TraceID, CreatedAt: created.UTC()}
 	}
 	return out, nil
 }
