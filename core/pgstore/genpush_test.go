@@ -10,13 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
-// Pushes without transactionIds (ids generated under the partition's lock)
-// race each other on two partitions, one message or a batch at a time,
-// while two consumers keep catching up, so the groups' ready rows are
+// Pushes without transactionIds (ids generated under the partitions'
+// locks) race each other on three partitions, one message, a batch to one
+// partition or a batch spread over them at a time (the two ways pushes
+// lock and write: push_partition_v2, and _push_append, which locks the
+// partitions in the statement that writes), while two consumers keep catching up, so the groups' ready rows are
 // removed and must come back with the next push. What a user relies on:
 // each partition's offsets are 0, 1, 2, … with no gap and no repeat, a
 // push's messages are consecutive in input order, createdAt never goes
@@ -28,10 +31,11 @@ func TestGeneratedPushesUnderContention(t *testing.T) {
 	seed := uint64(envInt(t, "QUEEN_CHECK_SEED", 1))
 	t.Logf("seed %d (QUEEN_CHECK_SEED=%d to replay)", seed, seed)
 	const queue, producers, pushes = "gen", 4, 50
-	parts := []string{"a", "b"}
+	parts := []string{"a", "b", "c"}
 	type sent struct {
 		queen.PushResult
 		data json.RawMessage
+		push int // which push of its producer (producer*pushes + s)
 	}
 	first, err := e.Store.Push(ctx, []queen.PushItem{{Queue: queue, Partition: "a", Payload: payload("first")}})
 	if err != nil {
@@ -39,7 +43,7 @@ func TestGeneratedPushesUnderContention(t *testing.T) {
 	}
 	var (
 		mu        sync.Mutex
-		pushed    = []sent{{first[0], payload("first")}}
+		pushed    = []sent{{first[0], payload("first"), -1}}
 		delivered = map[string][]queen.Message{} // by partition/offset
 		total     atomic.Int64                   // messages pushed
 		got       atomic.Int64                   // messages delivered
@@ -56,13 +60,19 @@ func TestGeneratedPushesUnderContention(t *testing.T) {
 			defer producing.Add(-1)
 			rng := rand.New(rand.NewPCG(seed, uint64(p)))
 			for s := range pushes {
-				n := 1
-				if rng.IntN(2) == 0 {
+				n, spread := 1, false
+				switch rng.IntN(3) {
+				case 1:
 					n = 2 + rng.IntN(19)
+				case 2:
+					n, spread = 2+rng.IntN(19), true
 				}
 				part := parts[rng.IntN(len(parts))]
 				items := make([]queen.PushItem, n)
 				for i := range items {
+					if spread {
+						part = parts[rng.IntN(len(parts))]
+					}
 					items[i] = queen.PushItem{Queue: queue, Partition: part, Payload: payload(fmt.Sprintf("%d/%d/%d", p, s, i))}
 				}
 				res, err := e.Store.Push(ctx, items)
@@ -72,7 +82,7 @@ func TestGeneratedPushesUnderContention(t *testing.T) {
 				}
 				mu.Lock()
 				for i, r := range res {
-					pushed = append(pushed, sent{r, items[i].Payload})
+					pushed = append(pushed, sent{r, items[i].Payload, p*pushes + s})
 				}
 				mu.Unlock()
 				total.Add(int64(n))
@@ -147,14 +157,96 @@ func TestGeneratedPushesUnderContention(t *testing.T) {
 			}
 		}
 	}
-	// Within one push: consecutive offsets in input order, one time.
-	for i := 1; i < len(pushed); i++ {
-		a, b := pushed[i-1], pushed[i]
-		if b.Index > 0 && (b.Offset != a.Offset+1 || !b.CreatedAt.Equal(a.CreatedAt) || b.Partition != a.Partition) {
-			t.Errorf("items %d and %d of one push: %+v then %+v, want the next offset at the same time", a.Index, b.Index, a.PushResult, b.PushResult)
+	// Within one push, per partition: consecutive offsets in input order,
+	// one time.
+	prev := map[string]sent{} // the push's last item in each partition
+	for i, b := range pushed {
+		if i > 0 && b.push != pushed[i-1].push {
+			clear(prev)
 		}
+		if a, ok := prev[b.Partition]; ok && (b.Offset != a.Offset+1 || !b.CreatedAt.Equal(a.CreatedAt)) {
+			t.Errorf("items %d and %d of one push to %s: %+v then %+v, want the next offset at the same time",
+				a.Index, b.Index, b.Partition, a.PushResult, b.PushResult)
+		}
+		prev[b.Partition] = b
 	}
 	if got.Load() != total.Load() {
 		t.Errorf("%d messages delivered, %d pushed", got.Load(), total.Load())
+	}
+}
+
+// A group that caught up has no ready row for its partitions; a push of
+// generated ids that spans partitions writes their ready rows again, so the
+// group's next pop (any partition) finds what it pushed.
+func TestSpreadPushWakesACaughtUpGroup(t *testing.T) {
+	e := pgstoretest.New(t)
+	pushGenerated(t, e, "wake", "a", 1)
+	res := pop(t, e, queen.PopRequest{Queue: "wake", ConsumerGroup: "g", Batch: 10})
+	if len(res.Messages) != 1 {
+		t.Fatalf("first pop: %d messages, want 1", len(res.Messages))
+	}
+	if _, err := e.Store.Ack(ctx, []queen.Ack{{PartitionID: res.Messages[0].PartitionID, TransactionID: res.Messages[0].TransactionID,
+		Status: queen.AckCompleted, ConsumerGroup: "g", LeaseID: res.LeaseID}}); err != nil {
+		t.Fatal(err)
+	}
+	if res := pop(t, e, queen.PopRequest{Queue: "wake", ConsumerGroup: "g", Batch: 10}); len(res.Messages) != 0 {
+		t.Fatalf("caught up, the group popped %+v", res.Messages)
+	}
+	pushed, err := e.Store.Push(ctx, []queen.PushItem{
+		{Queue: "wake", Partition: "a", Payload: payload(1)}, {Queue: "wake", Partition: "b", Payload: payload(2)},
+		{Queue: "wake", Partition: "a", Payload: payload(3)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for range 2 { // one partition per pop
+		for _, m := range pop(t, e, queen.PopRequest{Queue: "wake", ConsumerGroup: "g", Batch: 10}).Messages {
+			got[m.TransactionID] = true
+		}
+	}
+	for _, r := range pushed {
+		if !got[r.TransactionID] {
+			t.Errorf("%s (%s, offset %d) was not delivered; got %v", r.TransactionID, r.Partition, r.Offset, got)
+		}
+	}
+}
+
+// Pushes that span partitions lock them in one order whichever way they
+// take (generated ids: the writing statement's UPDATE; a client's ids: a
+// locking statement first), so concurrent ones never deadlock. The Store
+// here does not retry: a deadlock would fail a push. QUEEN_CHECK_SEED
+// replays the producers' choices.
+func TestSpreadPushesNeverDeadlock(t *testing.T) {
+	e := pgstoretest.NewRealTime(t)
+	store := pgstore.New(e.Pool, pgstore.Config{DeadlockRetries: -1})
+	seed := uint64(envInt(t, "QUEEN_CHECK_SEED", 1))
+	t.Logf("seed %d (QUEEN_CHECK_SEED=%d to replay)", seed, seed)
+	const producers, pushes, parts = 6, 40, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(p)))
+			for s := range pushes {
+				items := make([]queen.PushItem, 10)
+				for i := range items {
+					items[i] = queen.PushItem{Queue: "dl", Partition: fmt.Sprintf("p%d", rng.IntN(parts)), Payload: payload(i)}
+					if s%2 == 1 {
+						items[i].TransactionID = fmt.Sprintf("%d-%d-%d", p, s, i)
+					}
+				}
+				if _, err := store.Push(ctx, items); err != nil {
+					errs <- fmt.Errorf("producer %d push %d: %w", p, s, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

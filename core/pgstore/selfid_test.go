@@ -261,15 +261,50 @@ func TestGeneratedIdsBeyondTheirOffsetRange(t *testing.T) {
 	if _, err := e.Pool.Exec(ctx, `UPDATE queen.partitions SET last_offset = $1 WHERE name = 'p'`, last); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{3, 1} {
-		for _, r := range pushGenerated(t, e, "big", "p", n) {
+	sentBack := func(res []queen.PushResult) {
+		t.Helper()
+		for _, r := range res {
 			if !uuidV7.MatchString(r.TransactionID) {
 				t.Fatalf("generated id %q at offset %d is not a UUIDv7", r.TransactionID, r.Offset)
 			}
-			again, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "big", Partition: "p", Payload: payload(0), TransactionID: r.TransactionID}})
+			again, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "big", Partition: r.Partition, Payload: payload(0), TransactionID: r.TransactionID}})
 			if err != nil || again[0].Status != queen.StatusDuplicate || again[0].Offset != r.Offset {
-				t.Errorf("%s (offset %d) sent back: %+v %v, want a duplicate", r.TransactionID, r.Offset, again, err)
+				t.Errorf("%s (%s, offset %d) sent back: %+v %v, want a duplicate", r.TransactionID, r.Partition, r.Offset, again, err)
 			}
+		}
+	}
+	for _, n := range []int{3, 1} {
+		sentBack(pushGenerated(t, e, "big", "p", n))
+	}
+
+	// The same in a push that spans partitions: q crosses the range in it,
+	// r does not, and the log holds every id as the push returned it.
+	pushN(t, e, "big", "q", "x", 1)
+	pushN(t, e, "big", "r", "x", 1)
+	num = int64(len(strconv.FormatInt(partitionNum(t, e, "big", "q"), 16)))
+	last = int64(1)<<(4*(15-num)) - 3
+	if _, err := e.Pool.Exec(ctx, `UPDATE queen.partitions SET last_offset = $1 WHERE name = 'q'`, last); err != nil {
+		t.Fatal(err)
+	}
+	var items []queen.PushItem
+	for i, part := range []string{"q", "r", "q", "q", "r", "q"} {
+		items = append(items, queen.PushItem{Queue: "big", Partition: part, Payload: payload(i)})
+	}
+	res, err := e.Store.Push(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{last + 1, 1, last + 2, last + 3, 2, last + 4} {
+		if res[i].Offset != want {
+			t.Fatalf("item %d at offset %d, want %d", i, res[i].Offset, want)
+		}
+	}
+	sentBack(res)
+	for _, r := range res {
+		var stored string
+		if err := e.Pool.QueryRow(ctx, `SELECT txid FROM queen._message_at($1, $2)`,
+			partitionNum(t, e, "big", r.Partition), r.Offset).Scan(&stored); err != nil || stored != r.TransactionID {
+			t.Errorf("%s at offset %d: the log has %q (%v)", r.Partition, r.Offset, stored, err)
 		}
 	}
 }
