@@ -188,7 +188,7 @@ func TestRoutinesReadTheKeysGoWrites(t *testing.T) {
 	}{
 		{[]string{"_pop", "pop"}, popArg{}, nil},
 		{[]string{"_push_items"}, pushArg{}, []string{"snapshot"}},
-		{[]string{"_ack_resolve"}, ackArg{}, nil},
+		{[]string{"_ack_args"}, ackArg{}, nil},
 		{[]string{"configure"}, optionsArgOf(everyOption()), nil},
 		{[]string{"seek_v2"}, seekArg{}, nil},
 	} {

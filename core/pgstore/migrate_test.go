@@ -134,6 +134,31 @@ func TestPreviousReleaseCallsWork(t *testing.T) {
 	if acked["ok"] != true {
 		t.Fatalf("previous release's ack: %v", acked)
 	}
+	// The previous release's Go core acks through ack_v2 (JSON in, arrays
+	// out): a completed message and a dead letter with its error.
+	two := pop(t, e, queen.PopRequest{Queue: "gen", Partition: "a", Batch: 10, ConsumerGroup: "v2"})
+	items, _ := json.Marshal([]map[string]string{
+		{"partitionId": two.Messages[0].PartitionID, "transactionId": two.Messages[0].TransactionID, "status": "completed",
+			"group": "v2", "leaseId": two.LeaseID},
+		{"partitionId": two.Messages[1].PartitionID, "transactionId": two.Messages[1].TransactionID, "status": "dlq",
+			"group": "v2", "error": "poison"}})
+	var (
+		ok        bool
+		results   []string
+		dlqs      []bool
+		committed []*int64
+	)
+	if err := e.Pool.QueryRow(ctx, `SELECT ok, results, dlqs, committed FROM queen.ack_v2($1::json, $2::timestamptz)`,
+		string(items), now).Scan(&ok, &results, &dlqs, &committed); err != nil || !ok ||
+		!slices.Equal(results, []string{"committed", "dead-lettered"}) || !slices.Equal(dlqs, []bool{false, true}) ||
+		committed[1] == nil || *committed[1] != 1 {
+		t.Fatalf("previous release's ack_v2: ok %v results %v dlqs %v committed %v (%v)", ok, results, dlqs, committed, err)
+	}
+	var dlqErr string
+	if err := e.Pool.QueryRow(ctx, `SELECT error FROM queen.dlq WHERE transaction_id = $1`,
+		two.Messages[1].TransactionID).Scan(&dlqErr); err != nil || dlqErr != "poison" {
+		t.Fatalf("previous release's ack_v2 dead letter: error %q (%v)", dlqErr, err)
+	}
 	tx := call(`SELECT queen.transact($1::json, $2::json, $3::uuid[], $4::timestamptz)`,
 		`[]`, `[{"queue":"results","partition":"Default","payload":{"done":true},"transactionId":"prev-3"}]`, []string{}, now)
 	if tx["ok"] != true {

@@ -45,7 +45,7 @@ var (
 	sqlPush        = query("push_v2")
 	sqlPushOne     = query("push_partition")
 	sqlPop         = query("pop_v2")
-	sqlAck         = query("ack_v2")
+	sqlAck         = query("ack_v3")
 	sqlTransact    = query("transact")
 	sqlExtendLease = query("extend_lease")
 	sqlConfigure   = query("configure")
@@ -655,12 +655,25 @@ func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, e
 	if err != nil {
 		return nil, err
 	}
-	arg, _ := jsonArg(ackArgs(acks))
+	// ack_v3 reads the items as arrays in input order, NULL for no lease
+	// or error (as ackArg leaves them out of the JSON of transact).
+	n := len(acks)
+	pids, groups, txids, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	leases, errs := make([]*string, n), make([]*string, n)
+	for i, a := range acks {
+		pids[i], groups[i], txids[i], statuses[i] = a.PartitionID, a.ConsumerGroup, a.TransactionID, string(a.Status)
+		if a.LeaseID != "" {
+			leases[i] = &acks[i].LeaseID
+		}
+		if a.Error != "" {
+			errs[i] = &acks[i].Error
+		}
+	}
 	var r ackV2Reply
 	err = s.retry(ctx, "ack", func() error {
 		r = ackV2Reply{}
-		return s.db.QueryRow(ctx, sqlAck, arg, s.now()).Scan(&r.OK, &r.Offsets, &r.Queues, &r.Partitions, &r.Results,
-			&r.DLQs, &r.Committed, &r.Released, &r.Errors, &r.Codes)
+		return s.db.QueryRow(ctx, sqlAck, pids, groups, txids, statuses, leases, errs, s.now()).Scan(&r.OK, &r.Offsets,
+			&r.Queues, &r.Partitions, &r.Results, &r.DLQs, &r.Committed, &r.Released, &r.Errors, &r.Codes)
 	})
 	if err != nil {
 		return nil, err
@@ -668,7 +681,7 @@ func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, e
 	return r.render(acks)
 }
 
-// ackV2Reply is what ack_v2 returns: per item, in input order, its outcome
+// ackV2Reply is what ack_v3 (and ack_v2) returns: per item, in input order, its outcome
 // as parallel arrays (only Errors and Codes when OK is false).
 type ackV2Reply struct {
 	OK                                  bool

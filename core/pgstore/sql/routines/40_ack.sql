@@ -116,16 +116,46 @@ BEGIN
 END
 $fn$;
 
+-- _ack_args reads an ack call's items [{partitionId, group,
+-- transactionId, status, leaseId, error}] once, into arrays in input
+-- order (for _ack_apply).
+CREATE OR REPLACE FUNCTION queen._ack_args(p_items json, OUT pids uuid[], OUT grps text[], OUT txids text[],
+                                           OUT statuses text[], OUT leases uuid[], OUT errs text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+BEGIN
+    SELECT array_agg(t.pid::uuid ORDER BY t.ord), array_agg(t.grp ORDER BY t.ord), array_agg(t.txid ORDER BY t.ord),
+           array_agg(t.status ORDER BY t.ord), array_agg(t.lease::uuid ORDER BY t.ord), array_agg(t.err ORDER BY t.ord)
+    INTO pids, grps, txids, statuses, leases, errs
+    FROM ROWS FROM (json_to_recordset(p_items) AS ("partitionId" text, "group" text, "transactionId" text,
+                                                   status text, "leaseId" text, error text))
+         WITH ORDINALITY AS t(pid, grp, txid, status, lease, err, ord);
+END
+$fn$;
+
 -- _ack_apply resolves the items (see _ack) and, when none is refused,
--- applies them: ok, the resolved items, and what each cursor became.
+-- applies them: ok, the resolved items, and what each cursor became. The
+-- items as JSON (_ack_args), or as arrays in input order (ack_v3).
 CREATE OR REPLACE FUNCTION queen._ack_apply(p_items json, p_now timestamptz, p_strict boolean,
+                                            OUT ok boolean, OUT items queen.ack_item[], OUT units queen.ack_unit[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    a record;  -- _ack_args
+BEGIN
+    a := queen._ack_args(p_items);
+    SELECT x.ok, x.items, x.units INTO ok, items, units
+    FROM queen._ack_apply(a.pids, a.grps, a.txids, a.statuses, a.leases, a.errs, p_now, p_strict) x;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION queen._ack_apply(p_pids uuid[], p_grps text[], p_txids text[], p_statuses text[],
+                                            p_leases uuid[], p_errs text[], p_now timestamptz, p_strict boolean,
                                             OUT ok boolean, OUT items queen.ack_item[], OUT units queen.ack_unit[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     u     record;
 BEGIN
-    items := queen._ack_resolve(p_items, v_now, p_strict);
+    items := queen._ack_resolve(p_pids, p_grps, p_txids, p_statuses, p_leases, p_errs, v_now, p_strict);
     units := '{}';
     ok := NOT EXISTS (SELECT 1 FROM unnest(items) x WHERE x.problem IS NOT NULL);
     IF NOT ok THEN
@@ -147,9 +177,27 @@ CREATE OR REPLACE FUNCTION queen.ack_v2(p_items json, p_now timestamptz,
                                         OUT released boolean[], OUT errors text[], OUT codes text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
+    a record;  -- _ack_args
+BEGIN
+    a := queen._ack_args(p_items);
+    SELECT * INTO ok, offs, queues, partitions, results, dlqs, committed, released, errors, codes
+    FROM queen.ack_v3(a.pids, a.grps, a.txids, a.statuses, a.leases, a.errs, p_now);
+END
+$fn$;
+
+-- ack_v3 is ack_v2 for the Go core: the items as arrays in input order
+-- (partition, group, transactionId, status, leaseId and error; NULL for
+-- no lease or error), so the database parses no JSON.
+CREATE OR REPLACE FUNCTION queen.ack_v3(p_pids uuid[], p_grps text[], p_txids text[], p_statuses text[],
+                                        p_leases uuid[], p_errs text[], p_now timestamptz,
+                                        OUT ok boolean, OUT offs bigint[], OUT queues text[], OUT partitions text[],
+                                        OUT results text[], OUT dlqs boolean[], OUT committed bigint[],
+                                        OUT released boolean[], OUT errors text[], OUT codes text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
     a record;  -- _ack_apply
 BEGIN
-    a := queen._ack_apply(p_items, p_now, false);
+    a := queen._ack_apply(p_pids, p_grps, p_txids, p_statuses, p_leases, p_errs, p_now, false);
     ok := a.ok;
     IF NOT ok THEN
         SELECT array_agg(coalesce(x.problem, 'not applied: another item of this call was rejected') ORDER BY x.idx),
@@ -214,14 +262,14 @@ RETURNS text LANGUAGE sql STABLE AS $$
 $$;
 
 -- _ack_lock locks the cursors the acks name, in one fixed order.
-CREATE OR REPLACE FUNCTION queen._ack_lock(p_items json)
+DROP FUNCTION IF EXISTS queen._ack_lock(json);
+CREATE OR REPLACE FUNCTION queen._ack_lock(p_pids uuid[], p_grps text[])
 RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     u record;
 BEGIN
     FOR u IN
-        SELECT DISTINCT t."partitionId"::uuid AS pid, t."group" AS grp
-        FROM json_to_recordset(p_items) AS t("partitionId" text, "group" text) ORDER BY 1, 2
+        SELECT DISTINCT t.pid, t.grp FROM unnest(p_pids, p_grps) AS t(pid, grp) ORDER BY 1, 2
     LOOP
         PERFORM 1 FROM queen.consumers WHERE partition_id = u.pid AND group_name = u.grp FOR NO KEY UPDATE;
     END LOOP;
@@ -231,12 +279,14 @@ $fn$;
 -- _ack_resolve locks the cursors the acks name and resolves each item: its
 -- offset above the cursor (NULL: at or below it, a no-op) and, when it must
 -- be refused, the problem and its code.
-CREATE OR REPLACE FUNCTION queen._ack_resolve(p_items json, v_now timestamptz, p_strict boolean)
+DROP FUNCTION IF EXISTS queen._ack_resolve(json, timestamptz, boolean);
+CREATE OR REPLACE FUNCTION queen._ack_resolve(p_pids uuid[], p_grps text[], p_txids text[], p_statuses text[],
+                                              p_leases uuid[], p_errs text[], v_now timestamptz, p_strict boolean)
 RETURNS queen.ack_item[] LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_items queen.ack_item[];
 BEGIN
-    PERFORM queen._ack_lock(p_items);
+    PERFORM queen._ack_lock(p_pids, p_grps);
     SELECT array_agg(ROW(it.idx, it.pid, it.grp, it.txid, it.status, it.lease, it.err, it.off,
                          queen._ack_problem(it.part_missing, it.grp, it.committed, it.delivered, it.off,
                                             it.lease, it.cur_lease, it.expires, v_now, p_strict),
@@ -250,9 +300,8 @@ BEGIN
         -- The items, read once; each (partition, group) they name is
         -- looked up once, not once per item.
         WITH raw AS (
-            SELECT (t.ord - 1)::int AS idx, t.pid::uuid AS pid, t.grp, t.txid, t.status, t.lease::uuid AS lease, t.err
-            FROM ROWS FROM (json_to_recordset(p_items) AS ("partitionId" text, "group" text, "transactionId" text,
-                                                           status text, "leaseId" text, error text))
+            SELECT (t.ord - 1)::int AS idx, t.pid, t.grp, t.txid, t.status, t.lease, t.err
+            FROM unnest(p_pids, p_grps, p_txids, p_statuses, p_leases, p_errs)
                  WITH ORDINALITY AS t(pid, grp, txid, status, lease, err, ord)
         ),
         cur AS MATERIALIZED (
