@@ -351,15 +351,16 @@ BEGIN
         FROM l JOIN res ON res.pid = l.pid
         WHERE l.win > 0 AND res.off > l.base AND NOT queen.self_fits(l.pnum, res.off)
     )
-    SELECT array_agg(x.pnum ORDER BY x.o), array_agg(x.at ORDER BY x.o), array_agg(x.off ORDER BY x.o),
-           CASE WHEN bool_or(x.txid IS NOT NULL) THEN array_agg(x.txid ORDER BY x.o) END,
+    SELECT array_agg(x.pnum), array_agg(x.at), array_agg(x.off),
+           CASE WHEN bool_or(x.txid IS NOT NULL) THEN array_agg(x.txid) END,
            (SELECT count(*) FROM l), (SELECT count(*) FROM g),
            EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = ANY (p_queues))
     INTO nums, ats, offsets, txids, v_written, v_parts, subs
-    FROM (SELECT l.pnum, l.at, e.o, l.base + e.k - 1 AS off,
+    FROM (SELECT l.pnum, l.at, l.base + e.k - 1 AS off,
                  CASE WHEN NOT l.fit THEN (SELECT res.txid FROM res WHERE res.pid = l.pid AND res.k = e.k - 1) END
                      AS txid
-          FROM l CROSS JOIN LATERAL unnest(l.os) WITH ORDINALITY AS e(o, k)) x;
+          FROM l CROSS JOIN LATERAL unnest(l.os) WITH ORDINALITY AS e(o, k)
+          ORDER BY e.o) x;  -- in input order, one sort (00_common.sql: ordered input)
     IF v_written IS DISTINCT FROM v_parts THEN
         -- A partition vanished under us (its queue was deleted): retry.
         RAISE EXCEPTION 'push raced a queue deletion' USING ERRCODE = '40001';

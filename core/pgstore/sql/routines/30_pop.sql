@@ -364,13 +364,15 @@ BEGIN
     p := queen._pop(p_req, p_now);
     lease_id := p.lease_id;
     lease_expires_at := p.lease_expires_at;
-    SELECT array_agg(m.pid ORDER BY m.o), array_agg(m.pname ORDER BY m.o), array_agg(m.off ORDER BY m.o),
-           array_agg(m.txid ORDER BY m.o), array_agg(m.payload ORDER BY m.o), array_agg(m.key_id ORDER BY m.o),
-           array_agg(m.trace_id ORDER BY m.o), array_agg(m.producer_sub ORDER BY m.o),
-           array_agg(m.created_at ORDER BY m.o), array_agg(m.retry ORDER BY m.o)
+    -- One sort for the ten arrays (00_common.sql: ordered input): ten
+    -- array_agg(... ORDER BY) sorted it ten times (~0.1 ms a pop of 100).
+    SELECT array_agg(m.pid), array_agg(m.pname), array_agg(m.off), array_agg(m.txid), array_agg(m.payload),
+           array_agg(m.key_id), array_agg(m.trace_id), array_agg(m.producer_sub), array_agg(m.created_at),
+           array_agg(m.retry)
     INTO pids, pnames, offs, txids, payloads, key_ids, trace_ids, producer_subs, created_ats, retries
-    FROM unnest(p.items) WITH ORDINALITY AS m(off, txid, payload, trace_id, created_at, producer_sub, key_id,
-                                              retry, pid, pname, o);
+    FROM (SELECT * FROM unnest(p.items) WITH ORDINALITY AS m(off, txid, payload, trace_id, created_at, producer_sub,
+                                                             key_id, retry, pid, pname, o)
+          ORDER BY m.o) m;
 END
 $fn$;
 

@@ -206,11 +206,10 @@ BEGIN
         FROM unnest(a.items) x;
         RETURN;
     END IF;
-    SELECT array_agg(r.off ORDER BY r.idx), array_agg(r.qname ORDER BY r.idx), array_agg(r.pname ORDER BY r.idx),
-           array_agg(r.result ORDER BY r.idx), array_agg(r.dlq ORDER BY r.idx), array_agg(r.new ORDER BY r.idx),
-           array_agg(r.released ORDER BY r.idx)
+    SELECT array_agg(r.off), array_agg(r.qname), array_agg(r.pname), array_agg(r.result), array_agg(r.dlq),
+           array_agg(r.new), array_agg(r.released)
     INTO offs, queues, partitions, results, dlqs, committed, released
-    FROM queen._ack_rows(a.items, a.units) r;
+    FROM (SELECT * FROM queen._ack_rows(a.items, a.units) ORDER BY idx) r;  -- one sort (ordered input)
 END
 $fn$;
 
