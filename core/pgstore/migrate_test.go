@@ -118,6 +118,25 @@ func TestPreviousReleaseCallsWork(t *testing.T) {
 			}
 		}
 	}
+	// The previous release's Go core pushes across partitions through
+	// push_v2 (JSON in, arrays out), rendering generated ids from its seed.
+	var (
+		v2Nums, v2Offs []int64
+		v2IDs          []*string
+		v2Fresh        []bool
+	)
+	if err := e.Pool.QueryRow(ctx, `SELECT part_nums, offsets, txids, fresh FROM queen.push_v2($1::json, $2::timestamptz, $3)`,
+		`[{"queue":"v2push","partition":"a","payload":1},{"queue":"v2push","partition":"b","payload":2,"transactionId":"mine"},
+		  {"queue":"v2push","partition":"a","payload":3}]`, now, int64(77)).Scan(&v2Nums, &v2Offs, &v2IDs, &v2Fresh); err != nil ||
+		!slices.Equal(v2Offs, []int64{0, 0, 1}) || !slices.Equal(v2Fresh, []bool{true, true, true}) || len(v2IDs) != 3 ||
+		v2IDs[0] != nil || v2IDs[1] == nil || *v2IDs[1] != "mine" || v2IDs[2] != nil {
+		t.Fatalf("previous release's push_v2: offsets %v fresh %v ids %v (%v)", v2Offs, v2Fresh, v2IDs, err)
+	}
+	v2 := pop(t, e, queen.PopRequest{Queue: "v2push", Partition: "a", Batch: 10, ConsumerGroup: "check"})
+	if len(v2.Messages) != 2 || v2.Messages[0].TransactionID != pgstore.GeneratedID(now, v2Nums[0], 0, 77) ||
+		v2.Messages[1].TransactionID != pgstore.GeneratedID(now, v2Nums[2], 1, 77) {
+		t.Fatalf("previous release's push_v2 to v2push/a: popped %+v", v2.Messages)
+	}
 	popped := call(`SELECT queen.pop($1::json, $2::timestamptz)`,
 		`{"queue":"orders","partition":"eu","group":"billing","batch":10,"partitions":1,"autoAck":false,"mode":"all"}`, now)
 	msgs := popped["messages"].([]any)

@@ -42,7 +42,7 @@ func query(name string) string {
 }
 
 var (
-	sqlPush        = query("push_v2")
+	sqlPush        = query("push_v3")
 	sqlPushOne     = query("push_partition")
 	sqlPop         = query("pop_v2")
 	sqlAck         = query("ack_v3")
@@ -340,16 +340,21 @@ func onePartition(args []pushArg) bool {
 	return len(args) > 0
 }
 
-// pushPartitions pushes items that span partitions through push_v2: the
-// items go as JSON with the seed of the ids the push generates; per item
-// come back its partition's id and number, the push's time there, whether
-// it was stored, its offset and its transactionId (NULL when generated
-// from the seed: GeneratedID makes it here). The reply is rendered here,
-// once the partitions are unlocked.
+// pushPartitions pushes items that span partitions through push_v3: the
+// items go as arrays (pushColumns, with each item's queue and partition)
+// with the seed of the ids the push generates; per item come back its
+// partition's id and number, the push's time there, whether it was
+// stored, its offset and its transactionId (NULL when generated from the
+// seed: GeneratedID makes it here). The reply is rendered here, once the
+// partitions are unlocked.
 func (s *Store) pushPartitions(ctx context.Context, args []pushArg) ([]queen.PushResult, error) {
-	arg, err := jsonArg(args)
+	c, err := pushColumns(args)
 	if err != nil {
 		return nil, err
+	}
+	queues, parts := make([]string, len(args)), make([]string, len(args))
+	for i, a := range args {
+		queues[i], parts[i] = a.Queue, a.Partition
 	}
 	var (
 		pids    []string
@@ -361,7 +366,8 @@ func (s *Store) pushPartitions(ctx context.Context, args []pushArg) ([]queen.Pus
 		seed    = rand.Int64() // the generated ids' digits: they guard nothing
 	)
 	err = s.retry(ctx, "push", func() error {
-		return s.db.QueryRow(ctx, sqlPush, arg, s.now(), seed).Scan(&pids, &nums, &created, &fresh, &offsets, &ids)
+		return s.db.QueryRow(ctx, sqlPush, queues, parts, c.payloads, c.txids, c.traces, c.sub, c.key, s.now(),
+			seed).Scan(&pids, &nums, &created, &fresh, &offsets, &ids)
 	})
 	if err != nil {
 		return nil, err
@@ -411,6 +417,47 @@ func pushResult(i int, a pushArg, pid string, num int64, created time.Time, off 
 		TraceID: a.TraceID, CreatedAt: created.UTC()}
 }
 
+// pushCols are a push's items as push_partition_v2 and push_v3 read them:
+// per item the stored text of its payload (compact JSON, or the base64
+// text of a sealed one), its transactionId and traceId (NULL where none;
+// traces NULL when no item has one), and the request's producer and key.
+type pushCols struct {
+	payloads      []string
+	txids, traces []*string
+	sub, key      *string
+}
+
+func pushColumns(args []pushArg) (pushCols, error) {
+	c := pushCols{payloads: make([]string, len(args)), txids: make([]*string, len(args))}
+	for i, a := range args {
+		if a.TransactionID != "" { // NULL: the push generates one
+			c.txids[i] = &args[i].TransactionID
+		}
+		if a.KeyID != "" { // sealed: a JSON string of the base64 text, stored as the text
+			if err := json.Unmarshal(a.Payload, &c.payloads[i]); err != nil {
+				return c, fmt.Errorf("push: sealed payload: %w", err)
+			}
+			c.key = &args[i].KeyID
+		} else {
+			b, err := json.Marshal(a.Payload) // compact, as the JSON routine stores it
+			if err != nil {
+				return c, err
+			}
+			c.payloads[i] = string(b)
+		}
+		if a.TraceID != "" {
+			if c.traces == nil {
+				c.traces = make([]*string, len(args))
+			}
+			c.traces[i] = &args[i].TraceID
+		}
+		if a.ProducerSub != "" {
+			c.sub = &args[i].ProducerSub
+		}
+	}
+	return c, nil
+}
+
 // pushPartition pushes items that all go to one partition through
 // push_partition_v2: the fields go as arrays with the seed of the ids the
 // push generates, the results come back as the partition, its number, the
@@ -419,33 +466,9 @@ func pushResult(i int, a pushArg, pid string, num int64, created time.Time, off 
 // here), or, for the common push (every id generated, stored at the next
 // offsets), only the first offset. They are rendered here.
 func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.PushResult, error) {
-	txids, payloads, traces := make([]*string, len(args)), make([]string, len(args)), []*string(nil)
-	var sub, key *string
-	for i, a := range args {
-		if a.TransactionID != "" { // NULL: push_partition generates one
-			txids[i] = &args[i].TransactionID
-		}
-		if a.KeyID != "" { // sealed: a JSON string of the base64 text, stored as the text
-			if err := json.Unmarshal(a.Payload, &payloads[i]); err != nil {
-				return nil, fmt.Errorf("push: sealed payload: %w", err)
-			}
-			key = &args[i].KeyID
-		} else {
-			b, err := json.Marshal(a.Payload) // compact, as the JSON routine stores it
-			if err != nil {
-				return nil, err
-			}
-			payloads[i] = string(b)
-		}
-		if a.TraceID != "" {
-			if traces == nil {
-				traces = make([]*string, len(args))
-			}
-			traces[i] = &args[i].TraceID
-		}
-		if a.ProducerSub != "" {
-			sub = &args[i].ProducerSub
-		}
+	c, err := pushColumns(args)
+	if err != nil {
+		return nil, err
 	}
 	var (
 		pid     string
@@ -457,9 +480,9 @@ func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.Push
 		ids     []*string
 		seed    = rand.Int64() // the generated ids' digits: they guard nothing
 	)
-	err := s.retry(ctx, "push", func() error {
-		return s.db.QueryRow(ctx, sqlPushOne, args[0].Queue, args[0].Partition, txids, payloads, traces, sub, key,
-			s.now(), seed).Scan(&pid, &created, &num, &first, &fresh, &offsets, &ids)
+	err = s.retry(ctx, "push", func() error {
+		return s.db.QueryRow(ctx, sqlPushOne, args[0].Queue, args[0].Partition, c.txids, c.payloads, c.traces, c.sub,
+			c.key, s.now(), seed).Scan(&pid, &created, &num, &first, &fresh, &offsets, &ids)
 	})
 	if err != nil {
 		return nil, err

@@ -382,7 +382,21 @@ CREATE OR REPLACE FUNCTION queen._push_arrays(p_items json, p_now timestamptz, p
                                               OUT offsets bigint[], OUT txids text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
-    it        queen.push_items;
+    it queen.push_items;
+BEGIN
+    SELECT * INTO it FROM queen._push_items(p_items);
+    SELECT * INTO qn, pn, traces, pids, nums, ats, fresh, offsets, txids
+    FROM queen._push_arrays(it, p_now, p_seed);
+END
+$fn$;
+
+-- The same with the items as _push_items reads them (push_v3's arrays).
+CREATE OR REPLACE FUNCTION queen._push_arrays(it queen.push_items, p_now timestamptz, p_seed bigint,
+                                              OUT qn text[], OUT pn text[], OUT traces text[], OUT pids uuid[],
+                                              OUT nums bigint[], OUT ats timestamptz[], OUT fresh boolean[],
+                                              OUT offsets bigint[], OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
     pr        record;  -- _push_pairs
     pl        record;  -- _push_partitions
     v_pids    uuid[];  -- per item: its partition, queue and dedup window
@@ -398,7 +412,6 @@ BEGIN
     IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'push' AND enabled) THEN
         RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
     END IF;
-    SELECT * INTO it FROM queen._push_items(p_items);
     SELECT * INTO pr FROM queen._push_pairs(it.qn, it.pn, it.plain);
 
     -- Shared against subscription creation and queue deletion (exclusive)
@@ -958,4 +971,22 @@ RETURNS TABLE (partition_ids uuid[], part_nums bigint[], created_ats timestamptz
                offsets bigint[], txids text[])
 LANGUAGE sql SET jit = off AS $$
     SELECT r.pids, r.nums, r.ats, r.fresh, r.offsets, r.txids FROM queen._push_arrays(p_items, p_now, p_seed) r
+$$;
+
+-- push_v3 is push_v2 with the items as arrays in input order, as
+-- push_partition_v2 takes them (queue, partition, the stored text of each
+-- payload, transactionId and traceId, NULL where none; one producer and
+-- one key per request), so the database parses no JSON.
+CREATE OR REPLACE FUNCTION queen.push_v3(p_qn text[], p_pn text[], p_payloads text[], p_txids text[],
+                                         p_traces text[], p_producer_sub text, p_key_id text, p_now timestamptz,
+                                         p_seed bigint)
+RETURNS TABLE (partition_ids uuid[], part_nums bigint[], created_ats timestamptz[], fresh boolean[],
+               offsets bigint[], txids text[])
+LANGUAGE sql SET jit = off AS $$
+    SELECT r.pids, r.nums, r.ats, r.fresh, r.offsets, r.txids
+    FROM queen._push_arrays(ROW(p_qn, p_pn, p_payloads, p_txids, p_traces,
+                                array_fill(p_producer_sub, ARRAY[cardinality(p_qn)]),
+                                array_fill(p_key_id, ARRAY[cardinality(p_qn)]),
+                                array_fill(p_key_id IS NULL, ARRAY[cardinality(p_qn)]))::queen.push_items,
+                            p_now, p_seed) r
 $$;
