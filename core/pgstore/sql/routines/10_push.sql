@@ -38,13 +38,12 @@ CREATE OR REPLACE FUNCTION queen._push_pairs(p_qn text[], p_pn text[], p_plain b
                                               OUT qn text[], OUT pn text[], OUT plain boolean[], OUT queues text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
-    SELECT array_agg(u.qn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
-           array_agg(u.pn ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
-           array_agg(u.plain ORDER BY u.qn COLLATE "C", u.pn COLLATE "C"),
+    SELECT array_agg(u.qn), array_agg(u.pn), array_agg(u.plain),
            array_agg(DISTINCT u.qn COLLATE "C" ORDER BY u.qn COLLATE "C")
     INTO qn, pn, plain, queues
     FROM (SELECT i.qn, i.pn, bool_or(i.plain) AS plain
-          FROM unnest(p_qn, p_pn, p_plain) AS i(qn, pn, plain) GROUP BY 1, 2) u;
+          FROM unnest(p_qn, p_pn, p_plain) AS i(qn, pn, plain) GROUP BY 1, 2
+          ORDER BY i.qn COLLATE "C", i.pn COLLATE "C") u;  -- in lock order (00_common.sql: ordered input)
 END
 $fn$;
 
@@ -61,18 +60,17 @@ DECLARE
     v_missing boolean;
 BEGIN
     FOR n IN 1 .. 2 LOOP  -- look up; create what is missing, then look again
-        SELECT array_agg(l.pid ORDER BY l.o), array_agg((l.q).id ORDER BY l.o),
-               array_agg((l.q).dedup_window ORDER BY l.o), bool_or(l.pid IS NULL),
-               coalesce(bool_or((l.q).max_size > 0), false),
-               min(l.qn) FILTER (WHERE l.plain AND (l.q).encryption_enabled)
+        SELECT array_agg(l.pid), array_agg(l.qid), array_agg(l.win), bool_or(l.pid IS NULL),
+               coalesce(bool_or(l.max_size > 0), false), min(l.qn) FILTER (WHERE l.plain AND l.enc)
         INTO pids, qids, wins, v_missing, capped, sealme
         FROM (
-            SELECT q.o, q.qn, q.plain, q.q,
-                   (SELECT p.id FROM queen.partitions p WHERE p.queue_id = (q.q).id AND p.name = q.pn) AS pid
-            FROM (SELECT u.o, u.qn, u.pn, u.plain,
-                         (SELECT x FROM queen.queues x WHERE x.name = u.qn) AS q  -- each pair's queue, looked up once
-                  FROM unnest(p_qn, p_pn, p_plain) WITH ORDINALITY AS u(qn, pn, plain, o)
-                  OFFSET 0) q  -- not pulled up: (q.q).field would look the queue up again per field
+            SELECT u.qn, u.plain, x.id AS qid, x.dedup_window AS win, x.max_size, x.encryption_enabled AS enc,
+                   (SELECT p.id FROM queen.partitions p WHERE p.queue_id = x.id AND p.name = u.pn) AS pid
+            FROM unnest(p_qn, p_pn, p_plain) WITH ORDINALITY AS u(qn, pn, plain, o)
+            -- each queue looked up once, not once per pair
+            LEFT JOIN (SELECT x.id, x.name, x.dedup_window, x.max_size, x.encryption_enabled
+                       FROM queen.queues x WHERE x.name = ANY (p_queues) OFFSET 0) x ON x.name = u.qn
+            ORDER BY u.o  -- in the pairs' order (00_common.sql: ordered input)
         ) l;
         EXIT WHEN NOT v_missing;
 
@@ -428,10 +426,12 @@ BEGIN
             USING ERRCODE = 'QNENC', DETAIL = pl.sealme;
     END IF;
 
-    SELECT array_agg(m.pid ORDER BY i.o), array_agg(m.qid ORDER BY i.o), array_agg(m.win ORDER BY i.o)
+    SELECT array_agg(m.pid), array_agg(m.qid), array_agg(m.win)
     INTO v_pids, v_qids, v_wins
-    FROM unnest(it.qn, it.pn) WITH ORDINALITY AS i(qn, pn, o)
-    JOIN unnest(pr.qn, pr.pn, pl.pids, pl.qids, pl.wins) AS m(qn, pn, pid, qid, win) ON m.qn = i.qn AND m.pn = i.pn;
+    FROM (SELECT m.pid, m.qid, m.win
+          FROM unnest(it.qn, it.pn) WITH ORDINALITY AS i(qn, pn, o)
+          JOIN unnest(pr.qn, pr.pn, pl.pids, pl.qids, pl.wins) AS m(qn, pn, pid, qid, win) ON m.qn = i.qn AND m.pn = i.pn
+          ORDER BY i.o) m;  -- in input order (00_common.sql: ordered input)
 
     IF NOT pl.capped AND array_remove(it.txids, NULL) = '{}' THEN
         -- Every id generated: one statement locks, numbers and writes.
@@ -975,10 +975,12 @@ $$;
 
 -- push_v3 is push_v2 with the items as arrays in input order, as
 -- push_partition_v2 takes them (queue, partition, the stored text of each
--- payload, transactionId and traceId, NULL where none; one producer and
--- one key per request), so the database parses no JSON.
+-- payload, transactionId and traceId, NULL where none; the key each
+-- sealed payload is sealed with, NULL for a plain one; one producer per
+-- request), so the database parses no JSON.
+DROP FUNCTION IF EXISTS queen.push_v3(text[], text[], text[], text[], text[], text, text, timestamptz, bigint);
 CREATE OR REPLACE FUNCTION queen.push_v3(p_qn text[], p_pn text[], p_payloads text[], p_txids text[],
-                                         p_traces text[], p_producer_sub text, p_key_id text, p_now timestamptz,
+                                         p_traces text[], p_producer_sub text, p_key_ids text[], p_now timestamptz,
                                          p_seed bigint)
 RETURNS TABLE (partition_ids uuid[], part_nums bigint[], created_ats timestamptz[], fresh boolean[],
                offsets bigint[], txids text[])
@@ -986,7 +988,8 @@ LANGUAGE sql SET jit = off AS $$
     SELECT r.pids, r.nums, r.ats, r.fresh, r.offsets, r.txids
     FROM queen._push_arrays(ROW(p_qn, p_pn, p_payloads, p_txids, p_traces,
                                 array_fill(p_producer_sub, ARRAY[cardinality(p_qn)]),
-                                array_fill(p_key_id, ARRAY[cardinality(p_qn)]),
-                                array_fill(p_key_id IS NULL, ARRAY[cardinality(p_qn)]))::queen.push_items,
+                                coalesce(p_key_ids, array_fill(NULL::text, ARRAY[cardinality(p_qn)])),
+                                coalesce(ARRAY(SELECT k IS NULL FROM unnest(p_key_ids) WITH ORDINALITY AS u(k, o) ORDER BY o),
+                                         array_fill(true, ARRAY[cardinality(p_qn)])))::queen.push_items,
                             p_now, p_seed) r
 $$;
