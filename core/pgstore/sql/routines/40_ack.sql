@@ -382,11 +382,22 @@ DECLARE
     sig             record;
     v_live_lease    boolean := cr.lease_id IS NOT NULL AND cr.lease_expires_at > p_now;
     v_head_attempts int;   -- attempts so far of the signal's message
+    v_completions   boolean;  -- every signal a completion
 BEGIN
     stop_applied := false;
     dead_offs := '{}';
     dead_errors := '{}';
     dead_attempts := '{}';
+    -- The common ack, every signal a completion (or none): the highest
+    -- resolves, nothing stops, nothing is dead-lettered; the loop below
+    -- finds the same at ~5 times the cost (~0.2 ms for 100 completions).
+    SELECT max(x.off), bool_and(x.status = 'completed') INTO highest_resolved, v_completions
+    FROM unnest(p_items) x
+    WHERE x.pid = cr.partition_id AND x.grp = cr.group_name AND x.off IS NOT NULL;
+    IF v_completions IS NOT FALSE THEN
+        RETURN;
+    END IF;
+    highest_resolved := NULL;
     -- Each mentioned offset above the cursor, with its strongest status;
     -- a dead letter keeps the first dlq item's error, else the first
     -- failed item's.
