@@ -250,3 +250,24 @@ func TestSpreadPushesNeverDeadlock(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A push that spans partitions stores each item's producer (the Store's
+// callers may set one per item; the HTTP API sets the caller's on all).
+func TestSpreadPushKeepsEachItemsProducer(t *testing.T) {
+	e := pgstoretest.New(t)
+	if _, err := e.Store.Push(ctx, []queen.PushItem{
+		{Queue: "subs", Partition: "a", Payload: payload(1), ProducerSub: "alice"},
+		{Queue: "subs", Partition: "b", Payload: payload(2), ProducerSub: "bob"},
+		{Queue: "subs", Partition: "c", Payload: payload(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	for part, want := range map[string]string{"a": "alice", "b": "bob", "c": ""} {
+		got := pop(t, e, queen.PopRequest{Queue: "subs", Partition: part, ConsumerGroup: "g"})
+		if len(got.Messages) != 1 {
+			t.Fatalf("partition %s: popped %+v, want one message", part, got.Messages)
+		}
+		if sub := got.Messages[0].ProducerSub; (sub == nil) != (want == "") || (sub != nil && *sub != want) {
+			t.Errorf("partition %s: producer %v, want %q", part, sub, want)
+		}
+	}
+}

@@ -366,7 +366,7 @@ func (s *Store) pushPartitions(ctx context.Context, args []pushArg) ([]queen.Pus
 		seed    = rand.Int64() // the generated ids' digits: they guard nothing
 	)
 	err = s.retry(ctx, "push", func() error {
-		return s.db.QueryRow(ctx, sqlPush, queues, parts, c.payloads, c.txids, c.traces, c.sub, c.keys, s.now(),
+		return s.db.QueryRow(ctx, sqlPush, queues, parts, c.payloads, c.txids, c.traces, c.subs, c.keys, s.now(),
 			seed).Scan(&pids, &nums, &created, &fresh, &offsets, &ids)
 	})
 	if err != nil {
@@ -419,15 +419,14 @@ func pushResult(i int, a pushArg, pid string, num int64, created time.Time, off 
 
 // pushCols are a push's items as push_partition_v2 and push_v3 read them:
 // per item the stored text of its payload (compact JSON, or the base64
-// text of a sealed one), its transactionId and traceId (NULL where none;
-// traces NULL when no item has one) and the key it is sealed with (NULL
-// for a plain one; keys NULL when no item is sealed); the request's
-// producer, and a key of its items (all of one partition's are sealed
-// with one key, or none is).
+// text of a sealed one), its transactionId, traceId and producer (NULL
+// where none) and the key it is sealed with (NULL for a plain one); traces,
+// subs and keys are NULL when every element would be. push_partition_v2
+// takes one producer and one key for its partition's items: sub and key.
 type pushCols struct {
-	payloads            []string
-	txids, traces, keys []*string
-	sub, key            *string
+	payloads                  []string
+	txids, traces, subs, keys []*string
+	sub, key                  *string
 }
 
 func pushColumns(args []pushArg) (pushCols, error) {
@@ -460,6 +459,10 @@ func pushColumns(args []pushArg) (pushCols, error) {
 		}
 		if a.ProducerSub != "" {
 			c.sub = &args[i].ProducerSub
+			if c.subs == nil {
+				c.subs = make([]*string, len(args))
+			}
+			c.subs[i] = &args[i].ProducerSub
 		}
 	}
 	return c, nil

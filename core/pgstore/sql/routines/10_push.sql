@@ -975,19 +975,19 @@ $$;
 
 -- push_v3 is push_v2 with the items as arrays in input order, as
 -- push_partition_v2 takes them (queue, partition, the stored text of each
--- payload, transactionId and traceId, NULL where none; the key each
--- sealed payload is sealed with, NULL for a plain one; one producer per
--- request), so the database parses no JSON.
+-- payload, transactionId, traceId and producer, NULL where none; the key
+-- each sealed payload is sealed with, NULL for a plain one; an array
+-- NULL when every element is), so the database parses no JSON.
 DROP FUNCTION IF EXISTS queen.push_v3(text[], text[], text[], text[], text[], text, text, timestamptz, bigint);
+DROP FUNCTION IF EXISTS queen.push_v3(text[], text[], text[], text[], text[], text, text[], timestamptz, bigint);
 CREATE OR REPLACE FUNCTION queen.push_v3(p_qn text[], p_pn text[], p_payloads text[], p_txids text[],
-                                         p_traces text[], p_producer_sub text, p_key_ids text[], p_now timestamptz,
-                                         p_seed bigint)
+                                         p_traces text[], p_producer_subs text[], p_key_ids text[],
+                                         p_now timestamptz, p_seed bigint)
 RETURNS TABLE (partition_ids uuid[], part_nums bigint[], created_ats timestamptz[], fresh boolean[],
                offsets bigint[], txids text[])
 LANGUAGE sql SET jit = off AS $$
     SELECT r.pids, r.nums, r.ats, r.fresh, r.offsets, r.txids
-    FROM queen._push_arrays(ROW(p_qn, p_pn, p_payloads, p_txids, p_traces,
-                                array_fill(p_producer_sub, ARRAY[cardinality(p_qn)]),
+    FROM queen._push_arrays(ROW(p_qn, p_pn, p_payloads, p_txids, p_traces, p_producer_subs,
                                 coalesce(p_key_ids, array_fill(NULL::text, ARRAY[cardinality(p_qn)])),
                                 coalesce(ARRAY(SELECT k IS NULL FROM unnest(p_key_ids) WITH ORDINALITY AS u(k, o) ORDER BY o),
                                          array_fill(true, ARRAY[cardinality(p_qn)])))::queen.push_items,
