@@ -108,8 +108,9 @@
 --   disables the joins and scans that could visit them in another order.
 -- * Measured on 2 cores (pg_stat_statements, README): a 1-message push
 --   costs ~0.46 ms of backend time against ~0.1 ms for a bare INSERT; a
---   100-message push to ~95 partitions holds their locks for ~3.9 ms of
---   writes plus its commit, and with 8 such pushes in flight nearly every
+--   100-message push of generated ids to ~95 partitions holds their locks
+--   for ~2.5 ms of writes (one session, the eleventh session's README profile)
+--   plus its commit, and with 8 such pushes in flight nearly every
 --   one waits for another's commit (invariant 1 holds the lock to the
 --   commit), so P100 is bound by that convoy.
 
