@@ -115,24 +115,6 @@ RETURNS TABLE (idx int, qname text, pname text, payload text, txid text, trace_i
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 #variable_conflict use_column
 BEGIN
-    IF array_remove(p_it.txids, NULL) = '{}' THEN
-        -- Every id generated (the common push): nothing to probe, no repeats,
-        -- every item fresh. The same results; a 100-message push to random
-        -- partitions held its locks 13-19 % less (tenth session).
-        RETURN QUERY
-        SELECT x.idx, x.qname, x.pname, x.payload, queen.stored_txid(NULL, x.ts, x.pnum, x.off), x.trace_id,
-               x.producer_sub, x.key_id, x.pid, x.pnum, x.queue_id, x.dedup_window, x.ts, true, x.off, x.off,
-               queen.self_fits(x.pnum, x.off)
-        FROM (SELECT (u.o - 1)::int AS idx, u.qname, u.pname, u.payload, u.trace_id, u.producer_sub, u.key_id,
-                     u.pid, lp.num AS pnum, u.queue_id, u.dedup_window,
-                     greatest(p_ts, coalesce(lp.last_at, p_ts)) AS ts,
-                     lp.last + row_number() OVER (PARTITION BY u.pid ORDER BY u.o) AS off
-              FROM unnest(p_it.qn, p_it.pn, p_it.payloads, p_it.traces, p_it.subs, p_it.keys, p_pids, p_qids, p_wins)
-                   WITH ORDINALITY AS u(qname, pname, payload, trace_id, producer_sub, key_id, pid, queue_id,
-                                        dedup_window, o)
-              JOIN unnest(p_locked, p_nums, p_lasts, p_last_ats) AS lp(pid, num, last, last_at) ON lp.pid = u.pid) x;
-        RETURN;
-    END IF;
     RETURN QUERY
     WITH j AS (
         SELECT (u.o - 1)::int AS idx, u.qname, u.pname, u.payload, u.txid, u.trace_id, u.producer_sub, u.key_id,
@@ -304,7 +286,7 @@ BEGIN
         SELECT u.pid, count(*)::int AS n, array_agg(u.o ORDER BY u.o) AS os, array_agg(u.payload ORDER BY u.o) AS pls,
                CASE WHEN bool_or(u.trace IS NOT NULL) THEN array_agg(u.trace ORDER BY u.o) END AS trs,
                min(u.sub) AS sub,  -- one caller per request
-               min(u.key) AS key,  -- one key per request
+               min(u.key) AS key,  -- one key per queue's items
                min(u.win) AS win
         FROM unnest(p_pids, p_wins, p_payloads, p_traces, p_subs, p_keys) WITH ORDINALITY
              AS u(pid, win, payload, trace, sub, key, o)
