@@ -42,10 +42,6 @@ func query(name string) string {
 }
 
 var (
-	sqlPush        = query("push_v3")
-	sqlPushOne     = query("push_partition")
-	sqlPop         = query("pop_v2")
-	sqlAck         = query("ack_v3")
 	sqlTransact    = query("transact")
 	sqlExtendLease = query("extend_lease")
 	sqlConfigure   = query("configure")
@@ -95,9 +91,10 @@ const DefaultDeadlockRetries = 3
 
 // Store is queen.Store on Postgres.
 type Store struct {
-	db   DB
-	cfg  Config
-	seal sealing
+	db     DB
+	cfg    Config
+	seal   sealing
+	tracer pgx.QueryTracer // db's, for the statements row sends
 }
 
 var _ queen.Store = (*Store)(nil)
@@ -110,7 +107,7 @@ func New(db DB, cfg Config) *Store {
 	if cfg.DeadlockRetries == 0 {
 		cfg.DeadlockRetries = DefaultDeadlockRetries
 	}
-	return &Store{db: db, cfg: cfg, seal: sealing{load: cfg.Keys}}
+	return &Store{db: db, cfg: cfg, seal: sealing{load: cfg.Keys}, tracer: tracerOf(db)}
 }
 
 // PoolerSafe sets a connection up to run unchanged behind a
@@ -366,8 +363,8 @@ func (s *Store) pushPartitions(ctx context.Context, args []pushArg) ([]queen.Pus
 		seed    = rand.Int64() // the generated ids' digits: they guard nothing
 	)
 	err = s.retry(ctx, "push", func() error {
-		return s.db.QueryRow(ctx, sqlPush, queues, parts, c.payloads, c.txids, c.traces, c.subs, c.keys, s.now(),
-			seed).Scan(&pids, &nums, &created, &fresh, &offsets, &ids)
+		return s.row(ctx, stmtPush, []any{queues, parts, c.payloads, c.txids, c.traces, c.subs, c.keys, s.now(), seed},
+			&pids, &nums, &created, &fresh, &offsets, &ids)
 	})
 	if err != nil {
 		return nil, err
@@ -491,8 +488,8 @@ func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.Push
 		seed    = rand.Int64() // the generated ids' digits: they guard nothing
 	)
 	err = s.retry(ctx, "push", func() error {
-		return s.db.QueryRow(ctx, sqlPushOne, args[0].Queue, args[0].Partition, c.txids, c.payloads, c.traces, c.sub,
-			c.key, s.now(), seed).Scan(&pid, &created, &num, &first, &fresh, &offsets, &ids)
+		return s.row(ctx, stmtPushOne, []any{args[0].Queue, args[0].Partition, c.txids, c.payloads, c.traces, c.sub,
+			c.key, s.now(), seed}, &pid, &created, &num, &first, &fresh, &offsets, &ids)
 	})
 	if err != nil {
 		return nil, err
@@ -650,7 +647,7 @@ func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult,
 		arg, _ := jsonArg(a)
 		err = s.retry(ctx, "pop", func() error {
 			reply = popReply{}
-			return s.db.QueryRow(ctx, sqlPop, arg, s.now()).Scan(&reply.LeaseID, &reply.LeaseExpiresAt, &reply.PIDs,
+			return s.row(ctx, stmtPop, []any{arg, s.now()}, &reply.LeaseID, &reply.LeaseExpiresAt, &reply.PIDs,
 				&reply.Partitions, &reply.Offsets, &reply.TxIDs, &reply.Payloads, &reply.KeyIDs, &reply.TraceIDs,
 				&reply.ProducerSubs, &reply.CreatedAts, &reply.Retries)
 		})
@@ -705,7 +702,7 @@ func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, e
 	var r ackV2Reply
 	err = s.retry(ctx, "ack", func() error {
 		r = ackV2Reply{}
-		return s.db.QueryRow(ctx, sqlAck, pids, groups, txids, statuses, leases, errs, s.now()).Scan(&r.OK, &r.Offsets,
+		return s.row(ctx, stmtAck, []any{pids, groups, txids, statuses, leases, errs, s.now()}, &r.OK, &r.Offsets,
 			&r.Queues, &r.Partitions, &r.Results, &r.DLQs, &r.Committed, &r.Released, &r.Errors, &r.Codes)
 	})
 	if err != nil {

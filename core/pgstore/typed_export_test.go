@@ -1,0 +1,21 @@
+package pgstore
+
+// TypedStatement is a typed statement as the external tests see it.
+type TypedStatement struct {
+	SQL             string
+	Params, Results []uint32
+}
+
+// TypedStatements lists the statements sent with their types written in
+// typed.go, by name.
+func TypedStatements() map[string]TypedStatement {
+	out := map[string]TypedStatement{}
+	for name, st := range typedStmts {
+		t := TypedStatement{SQL: st.sql, Params: st.params}
+		for _, f := range st.sd.Fields {
+			t.Results = append(t.Results, f.DataTypeOID)
+		}
+		out[name] = t
+	}
+	return out
+}
