@@ -25,6 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queen-serverless/queen/core/queen"
@@ -687,13 +688,19 @@ func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, e
 	}
 	// ack_v3 reads the items as arrays in input order, NULL for no lease
 	// or error (as ackArg leaves them out of the JSON of transact).
+	// The partitions and leases go as uuid[] (binary: 16 bytes each).
 	n := len(acks)
-	pids, groups, txids, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	leases, errs := make([]*string, n), make([]*string, n)
+	groups, txids, statuses := make([]string, n), make([]string, n), make([]string, n)
+	pids, leases, errs := make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]*string, n)
 	for i, a := range acks {
-		pids[i], groups[i], txids[i], statuses[i] = a.PartitionID, a.ConsumerGroup, a.TransactionID, string(a.Status)
+		groups[i], txids[i], statuses[i] = a.ConsumerGroup, a.TransactionID, string(a.Status)
+		if err := pids[i].Scan(a.PartitionID); err != nil { // NormalizeAcks checked it
+			return nil, fmt.Errorf("ack: partitionId: %w", err)
+		}
 		if a.LeaseID != "" {
-			leases[i] = &acks[i].LeaseID
+			if err := leases[i].Scan(a.LeaseID); err != nil {
+				return nil, fmt.Errorf("ack: leaseId: %w", err)
+			}
 		}
 		if a.Error != "" {
 			errs[i] = &acks[i].Error

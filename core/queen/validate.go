@@ -2,6 +2,7 @@ package queen
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -73,27 +74,26 @@ func NormalizePush(items []PushItem) ([]PushItem, error) {
 	}
 	out := make([]PushItem, len(items))
 	for i, it := range items {
-		f := func(name string) string { return fmt.Sprintf("items[%d].%s", i, name) }
-		if err := ValidateQueueName(f("queue"), it.Queue); err != nil {
-			return nil, err
+		if err := ValidateQueueName("queue", it.Queue); err != nil {
+			return nil, itemField("items", i, err)
 		}
 		if it.Partition == "" {
 			it.Partition = DefaultPartition
-		} else if err := ValidateText(f("partition"), it.Partition); err != nil {
-			return nil, err
+		} else if err := ValidateText("partition", it.Partition); err != nil {
+			return nil, itemField("items", i, err)
 		}
 		if it.TransactionID != "" {
-			if err := ValidateText(f("transactionId"), it.TransactionID); err != nil {
-				return nil, err
+			if err := ValidateText("transactionId", it.TransactionID); err != nil {
+				return nil, itemField("items", i, err)
 			}
 		}
 		if it.TraceID != "" {
-			if err := ValidateText(f("traceId"), it.TraceID); err != nil {
-				return nil, err
+			if err := ValidateText("traceId", it.TraceID); err != nil {
+				return nil, itemField("items", i, err)
 			}
 		}
-		if err := ValidatePayload(f("payload"), it.Payload); err != nil {
-			return nil, err
+		if err := ValidatePayload("payload", it.Payload); err != nil {
+			return nil, itemField("items", i, err)
 		}
 		if len(it.Payload) == 0 {
 			it.Payload = json.RawMessage("null")
@@ -101,6 +101,16 @@ func NormalizePush(items []PushItem) ([]PushItem, error) {
 		out[i] = it
 	}
 	return out, nil
+}
+
+// itemField names err's field as one of item i of list ("items[3].queue"):
+// the name is made only for an error, not for every valid item.
+func itemField(list string, i int, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		fe.Field = fmt.Sprintf("%s[%d].%s", list, i, fe.Field)
+	}
+	return err
 }
 
 // NormalizePop validates a pop request and fills in defaults.
@@ -211,35 +221,39 @@ func NormalizeAcks(acks []Ack) ([]Ack, error) {
 	}
 	out := make([]Ack, len(acks))
 	for i, a := range acks {
-		f := func(name string) string { return fmt.Sprintf("acknowledgments[%d].%s", i, name) }
+		f := func(err error) error { return itemField("acknowledgments", i, err) }
 		if len(acks) == 1 {
-			f = func(name string) string { return name }
+			f = func(err error) error { return err }
 		}
 		if !IsUUID(a.PartitionID) {
-			return nil, Invalid(f("partitionId"), "must be a UUID")
+			return nil, f(Invalid("partitionId", "must be a UUID"))
 		}
 		a.PartitionID = strings.ToLower(a.PartitionID)
-		if err := ValidateText(f("transactionId"), a.TransactionID); err != nil {
-			return nil, err
+		if err := ValidateText("transactionId", a.TransactionID); err != nil {
+			return nil, f(err)
 		}
-		st, err := ParseAckStatus(f("status"), string(a.Status))
+		st, err := ParseAckStatus("status", string(a.Status))
 		if err != nil {
-			return nil, err
+			return nil, f(err)
 		}
 		a.Status = st
 		if a.ConsumerGroup == "" {
 			a.ConsumerGroup = QueueModeGroup
-		} else if err := ValidateText(f("consumerGroup"), a.ConsumerGroup); err != nil {
-			return nil, err
+		} else if err := ValidateText("consumerGroup", a.ConsumerGroup); err != nil {
+			return nil, f(err)
 		}
 		if a.LeaseID != "" && !IsUUID(a.LeaseID) {
-			return nil, Errorf(ErrConflict, "%s: invalid or expired lease", f("leaseId"))
+			field := "leaseId"
+			if len(acks) > 1 {
+				field = fmt.Sprintf("acknowledgments[%d].leaseId", i)
+			}
+			return nil, Errorf(ErrConflict, "%s: invalid or expired lease", field)
 		}
 		if strings.ContainsRune(a.Error, 0) {
-			return nil, Invalid(f("error"), "must not contain NUL (\\u0000)")
+			return nil, f(Invalid("error", "must not contain NUL (\\u0000)"))
 		}
 		if !utf8.ValidString(a.Error) {
-			return nil, Invalid(f("error"), "must be valid UTF-8")
+			return nil, f(Invalid("error", "must be valid UTF-8"))
 		}
 		out[i] = a
 	}
