@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -67,6 +68,46 @@ func TestGeneratedIDIsTheLogsID(t *testing.T) {
 	}
 	if err := rows.Err(); err != nil || i != len(ats) {
 		t.Fatalf("%d of %d ids compared: %v", i, len(ats), err)
+	}
+}
+
+// A message's id is derived from its address: the Go core renders it for
+// pushes and pops (pgstore.MessageID), the log for dead letters
+// (queen.message_id). Both must give the same id for every address.
+func TestMessageIDIsTheLogsID(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	var pids []string
+	var offs []int64
+	for i := range 2000 {
+		var b [16]byte
+		for j := range b {
+			b[j] = byte(rng.IntN(256))
+		}
+		pids = append(pids, fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]))
+		offs = append(offs, []int64{0, 1, 9, 10, rng.Int64N(1 << 20), rng.Int64(), 1<<63 - 1}[i%7])
+	}
+	rows, err := e.Pool.Query(ctx, `SELECT queen.message_id(u.pid, u.off)::text
+		FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS u(pid, off, o) ORDER BY u.o`, pids, offs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	i := 0
+	for ; rows.Next(); i++ {
+		var sqlID string
+		if err := rows.Scan(&sqlID); err != nil {
+			t.Fatal(err)
+		}
+		if goID := pgstore.MessageID(pids[i], offs[i]); goID != sqlID {
+			t.Errorf("partition %s, offset %d: Go %s, SQL %s", pids[i], offs[i], goID, sqlID)
+		}
+	}
+	if err := rows.Err(); err != nil || i != len(pids) {
+		t.Fatalf("%d of %d ids compared: %v", i, len(pids), err)
 	}
 }
 

@@ -443,11 +443,11 @@ func pushColumns(args []pushArg) (pushCols, error) {
 			}
 			c.keys[i] = &args[i].KeyID
 		} else {
-			b, err := json.Marshal(a.Payload) // compact, as the JSON routine stores it
+			p, err := storedPayload(a.Payload)
 			if err != nil {
 				return c, err
 			}
-			c.payloads[i] = string(b)
+			c.payloads[i] = p
 		}
 		if a.TraceID != "" {
 			if c.traces == nil {
@@ -464,6 +464,22 @@ func pushColumns(args []pushArg) (pushCols, error) {
 		}
 	}
 	return c, nil
+}
+
+// storedPayload is the text a plain payload is stored as: its compact
+// JSON as json.Marshal gives it (and as the JSON routines store it): no
+// insignificant whitespace, and <, >, &, U+2028 and U+2029 escaped. A
+// valid payload (NormalizePush checked it) with none of those bytes, the
+// common one, is its own compact form and is taken as it is.
+func storedPayload(p json.RawMessage) (string, error) {
+	for _, c := range p {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xe2: // 0xe2: the first byte of U+2028 and U+2029 (and others)
+			b, err := json.Marshal(p)
+			return string(b), err
+		}
+	}
+	return string(p), nil
 }
 
 // pushPartition pushes items that all go to one partition through
@@ -559,9 +575,16 @@ func lpadHex(dst, src []byte, n int) []byte {
 // derived from its address as queen.message_id derives it in SQL (a test
 // holds the two together): the MD5 of "pid:offset" as a UUID.
 func MessageID(pid string, off int64) string {
-	sum := md5.Sum([]byte(pid + ":" + strconv.FormatInt(off, 10)))
-	h := hex.EncodeToString(sum[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	var in [64]byte // room for "pid:offset": one allocation, the id's
+	sum := md5.Sum(strconv.AppendInt(append(append(in[:0], pid...), ':'), off, 10))
+	var id [36]byte
+	hex.Encode(id[0:8], sum[0:4])
+	hex.Encode(id[9:13], sum[4:6])
+	hex.Encode(id[14:18], sum[6:8])
+	hex.Encode(id[19:23], sum[8:10])
+	hex.Encode(id[24:36], sum[10:16])
+	id[8], id[13], id[18], id[23] = '-', '-', '-', '-'
+	return string(id[:])
 }
 
 type popArg struct {
