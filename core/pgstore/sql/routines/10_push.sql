@@ -644,17 +644,28 @@ BEGIN
             -- to name (queen.self_fits; the offsets before it are shorter),
             -- the segment stores every id and the reply carries them, those
             -- too long to name random and with their dedup keys.
+            --
+            -- The UPDATE takes the partition's lock itself, as the
+            -- one-message push above does, instead of a FOR NO KEY UPDATE
+            -- and a later UPDATE of the row: one row operation under the
+            -- lock instead of two (8 pgbench clients, 100 messages to one
+            -- partition, seven alternating pairs: median 1,159 -> 1,261
+            -- pushes/s). Its SET is evaluated once the lock is granted, so
+            -- the push's time is still stamped under it.
             WITH l AS MATERIALIZED (
-                SELECT p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset AS last, x.dedup_window,
-                       -- stamped under the lock: created_at is monotone per partition
-                       greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity')) AS at,
-                       EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue) AS subs,
-                       queen.self_fits(p.num, p.last_offset + cardinality(p_payloads)) AS fit
-                FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
-                WHERE x.name = p_queue AND p.name = p_partition AND x.max_size = 0
+                UPDATE queen.partitions p
+                SET last_offset = p.last_offset + cardinality(p_payloads),
+                    -- stamped under the lock: created_at is monotone per partition
+                    last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
+                FROM queen.queues x
+                WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_partition AND x.max_size = 0
                   AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
                   AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
-                FOR NO KEY UPDATE OF p
+                RETURNING p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset - cardinality(p_payloads) AS last,
+                          x.dedup_window, p.last_pushed_at AS at,
+                          EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue) AS subs,
+                          -- the last offset fits the form, so do the ones before it
+                          queen.self_fits(p.num, p.last_offset) AS fit
             ),
             res AS MATERIALIZED (  -- only when some id is too long to name
                 SELECT g AS o, l.last + g AS off,
@@ -673,10 +684,6 @@ BEGIN
                        nullif(queen.self_fits(l.pnum, l.last + 1), false),
                        CASE WHEN l.fit THEN p_seed END, CASE WHEN l.fit THEN cardinality(p_payloads) END
                 FROM l
-            ),
-            upd AS (
-                UPDATE queen.partitions p SET last_offset = l.last + cardinality(p_payloads), last_pushed_at = l.at
-                FROM l WHERE p.id = l.pid
             ),
             dd AS (  -- as in the careful way: a generated id that does not fit its form
                 INSERT INTO queen.dedup (key, msg_offset, created_at)
