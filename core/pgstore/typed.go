@@ -66,7 +66,8 @@ var (
 		"ack_v3": stmtAck}
 )
 
-// connOf is the connection under db (a pool's is acquired: release it).
+// connOf is the connection under db (a pool's is acquired: release it),
+// nil for a DB that gives none.
 func connOf(ctx context.Context, db DB) (conn *pgx.Conn, release func(), err error) {
 	switch d := db.(type) {
 	case *pgxpool.Pool:
@@ -80,7 +81,7 @@ func connOf(ctx context.Context, db DB) (conn *pgx.Conn, release func(), err err
 	case interface{ Conn() *pgx.Conn }: // pgx.Tx, *pgxpool.Conn
 		return d.Conn(), func() {}, nil
 	}
-	return nil, nil, fmt.Errorf("pgstore: %T gives no connection", db)
+	return nil, nil, nil
 }
 
 // tracerOf is the pgx QueryTracer db's connections are configured with,
@@ -106,6 +107,9 @@ func (s *Store) row(ctx context.Context, st *typedStmt, args []any, dst ...any) 
 	conn, release, err := connOf(ctx, s.db)
 	if err != nil {
 		return err
+	}
+	if conn == nil { // another DB: its QueryRow, in text
+		return s.db.QueryRow(ctx, st.sql, args...).Scan(dst...)
 	}
 	defer release()
 	var tag pgconn.CommandTag

@@ -2,10 +2,16 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
@@ -46,5 +52,41 @@ func TestTypedStatements(t *testing.T) {
 		if !slices.Equal(got, st.Results) {
 			t.Errorf("%s: result types declared %v, the server's are %v", name, st.Results, got)
 		}
+	}
+}
+
+// queryRowOnly is a DB that is not a pgx pool, connection or transaction.
+type queryRowOnly struct{ pool *pgxpool.Pool }
+
+func (q queryRowOnly) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return q.pool.QueryRow(ctx, sql, args...)
+}
+
+// A Store over some other DB sends the same statements as text through its
+// QueryRow: pushes to one and to several partitions, a pop and an ack work.
+func TestStoreOverAnotherDB(t *testing.T) {
+	env := pgstoretest.New(t)
+	ctx := context.Background()
+	s := pgstore.New(queryRowOnly{env.Pool}, pgstore.Config{Clock: env.Clock.Now})
+	item := func(part, txid string, n int) queen.PushItem {
+		return queen.PushItem{Queue: "other-db", Partition: part, TransactionID: txid,
+			Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}
+	}
+	res, err := s.Push(ctx, []queen.PushItem{item("a", "t1", 1), item("a", "", 2)})
+	if err != nil || len(res) != 2 || res[0].Offset != 0 || res[1].Offset != 1 {
+		t.Fatalf("push to one partition: %+v, %v", res, err)
+	}
+	res, err = s.Push(ctx, []queen.PushItem{item("b", "", 3), item("a", "t1", 4)})
+	if err != nil || len(res) != 2 || res[0].Status != queen.StatusQueued || res[1].Status != queen.StatusDuplicate {
+		t.Fatalf("push to two partitions: %+v, %v", res, err)
+	}
+	pop, err := s.Pop(ctx, queen.PopRequest{Queue: "other-db", Partition: "a", Batch: 10})
+	if err != nil || len(pop.Messages) != 2 || string(pop.Messages[1].Data) != `{"n":2}` {
+		t.Fatalf("pop: %+v, %v", pop, err)
+	}
+	acks, err := s.Ack(ctx, []queen.Ack{{PartitionID: pop.Messages[1].PartitionID,
+		TransactionID: pop.Messages[1].TransactionID, Status: queen.AckCompleted, LeaseID: pop.LeaseID}})
+	if err != nil || len(acks) != 1 || !acks[0].Success || acks[0].Offset == nil || *acks[0].Offset != 1 {
+		t.Fatalf("ack: %+v, %v", acks, err)
 	}
 }
