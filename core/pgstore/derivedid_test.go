@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
@@ -95,19 +97,14 @@ func TestMessageIDIsTheLogsID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	i := 0
-	for ; rows.Next(); i++ {
-		var sqlID string
-		if err := rows.Scan(&sqlID); err != nil {
-			t.Fatal(err)
-		}
+	sqlIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(sqlIDs) != len(pids) {
+		t.Fatalf("%d ids for %d addresses: %v", len(sqlIDs), len(pids), err)
+	}
+	for i, sqlID := range sqlIDs {
 		if goID := pgstore.MessageID(pids[i], offs[i]); goID != sqlID {
 			t.Errorf("partition %s, offset %d: Go %s, SQL %s", pids[i], offs[i], goID, sqlID)
 		}
-	}
-	if err := rows.Err(); err != nil || i != len(pids) {
-		t.Fatalf("%d of %d ids compared: %v", i, len(pids), err)
 	}
 }
 
