@@ -22,9 +22,10 @@ import (
 // process's CPU in C100 before). TestTypedStatements holds the types
 // written here to the ones the server gives the statement.
 type typedStmt struct {
-	sql    string
-	params []uint32 // per parameter its type; 0: the server's (sent as text)
-	sd     *pgconn.StatementDescription
+	sql string
+	// ParamOIDs: per parameter its type (0: the server's, sent as text);
+	// Fields: per result column its type
+	sd *pgconn.StatementDescription
 }
 
 func typed(name string, params []uint32, results ...uint32) *typedStmt {
@@ -32,7 +33,7 @@ func typed(name string, params []uint32, results ...uint32) *typedStmt {
 	for i, oid := range results {
 		sd.Fields[i].DataTypeOID = oid
 	}
-	return &typedStmt{sql: query(name), params: params, sd: sd}
+	return &typedStmt{sql: query(name), sd: sd}
 }
 
 const (
@@ -66,34 +67,42 @@ var (
 		"ack_v3": stmtAck}
 )
 
+// pgxOf is what db is in pgx's terms: a pool, or a connection (a pgx.Conn,
+// or the one under a pgx.Tx or a *pgxpool.Conn); neither for another DB.
+func pgxOf(db DB) (*pgxpool.Pool, *pgx.Conn) {
+	switch d := db.(type) {
+	case *pgxpool.Pool:
+		return d, nil
+	case *pgx.Conn:
+		return nil, d
+	case interface{ Conn() *pgx.Conn }:
+		return nil, d.Conn()
+	}
+	return nil, nil
+}
+
 // connOf is the connection under db (a pool's is acquired: release it),
 // nil for a DB that gives none.
 func connOf(ctx context.Context, db DB) (conn *pgx.Conn, release func(), err error) {
-	switch d := db.(type) {
-	case *pgxpool.Pool:
-		c, err := d.Acquire(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		return c.Conn(), c.Release, nil
-	case *pgx.Conn:
-		return d, func() {}, nil
-	case interface{ Conn() *pgx.Conn }: // pgx.Tx, *pgxpool.Conn
-		return d.Conn(), func() {}, nil
+	pool, conn := pgxOf(db)
+	if pool == nil {
+		return conn, func() {}, nil
 	}
-	return nil, nil, nil
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.Conn(), c.Release, nil
 }
 
 // tracerOf is the pgx QueryTracer db's connections are configured with,
 // if any: row reports its statements to it, as pgx reports its own.
 func tracerOf(db DB) pgx.QueryTracer {
-	switch d := db.(type) {
-	case *pgxpool.Pool:
-		return d.Config().ConnConfig.Tracer
-	case *pgx.Conn:
-		return d.Config().Tracer
-	case interface{ Conn() *pgx.Conn }:
-		return d.Conn().Config().Tracer
+	switch pool, conn := pgxOf(db); {
+	case pool != nil:
+		return pool.Config().ConnConfig.Tracer
+	case conn != nil:
+		return conn.Config().Tracer
 	}
 	return nil
 }
@@ -122,7 +131,7 @@ func (s *Store) row(ctx context.Context, st *typedStmt, args []any, dst ...any) 
 	if err := eqb.Build(m, st.sd, args); err != nil {
 		return err
 	}
-	rr := conn.PgConn().ExecParams(ctx, st.sql, eqb.ParamValues, st.params, eqb.ParamFormats, eqb.ResultFormats)
+	rr := conn.PgConn().ExecParams(ctx, st.sql, eqb.ParamValues, st.sd.ParamOIDs, eqb.ParamFormats, eqb.ResultFormats)
 	var rows int
 	var scanErr error
 	for rr.NextRow() {

@@ -11,7 +11,7 @@ type TypedStatement struct {
 func TypedStatements() map[string]TypedStatement {
 	out := map[string]TypedStatement{}
 	for name, st := range typedStmts {
-		t := TypedStatement{SQL: st.sql, Params: st.params}
+		t := TypedStatement{SQL: st.sql, Params: st.sd.ParamOIDs}
 		for _, f := range st.sd.Fields {
 			t.Results = append(t.Results, f.DataTypeOID)
 		}

@@ -108,9 +108,14 @@ func NormalizePush(items []PushItem) ([]PushItem, error) {
 func itemField(list string, i int, err error) error {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		fe.Field = fmt.Sprintf("%s[%d].%s", list, i, fe.Field)
+		fe.Field = itemName(list, i, fe.Field)
 	}
 	return err
+}
+
+// itemName is field of item i of list: "items[3].queue".
+func itemName(list string, i int, field string) string {
+	return fmt.Sprintf("%s[%d].%s", list, i, field)
 }
 
 // NormalizePop validates a pop request and fills in defaults.
@@ -245,7 +250,7 @@ func NormalizeAcks(acks []Ack) ([]Ack, error) {
 		if a.LeaseID != "" && !IsUUID(a.LeaseID) {
 			field := "leaseId"
 			if len(acks) > 1 {
-				field = fmt.Sprintf("acknowledgments[%d].leaseId", i)
+				field = itemName("acknowledgments", i, field)
 			}
 			return nil, Errorf(ErrConflict, "%s: invalid or expired lease", field)
 		}

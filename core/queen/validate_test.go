@@ -107,3 +107,27 @@ func TestValidateJSONEscapes(t *testing.T) {
 		}
 	}
 }
+
+// A rejected item of a batch is named by its place; a lone ack by its
+// field alone. A bad leaseId is a conflict (an expired lease), not 400.
+func TestNormalizeAcksNamesTheItem(t *testing.T) {
+	const pid = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+	ok := Ack{PartitionID: pid, TransactionID: "t", Status: "completed"}
+	cases := []struct {
+		acks []Ack
+		kind error
+		want string
+	}{
+		{[]Ack{{PartitionID: "nope", TransactionID: "t", Status: "completed"}}, ErrInvalid, "partitionId: must be a UUID"},
+		{[]Ack{ok, {PartitionID: pid, TransactionID: "", Status: "completed"}}, ErrInvalid, "acknowledgments[1].transactionId: must not be empty"},
+		{[]Ack{ok, ok, {PartitionID: pid, TransactionID: "t", Status: "done"}}, ErrInvalid, "acknowledgments[2].status: must be one of"},
+		{[]Ack{{PartitionID: pid, TransactionID: "t", Status: "completed", LeaseID: "x"}}, ErrConflict, "leaseId: invalid or expired lease"},
+		{[]Ack{ok, {PartitionID: pid, TransactionID: "t", Status: "completed", LeaseID: "x"}}, ErrConflict, "acknowledgments[1].leaseId: invalid or expired lease"},
+	}
+	for _, c := range cases {
+		_, err := NormalizeAcks(c.acks)
+		if !errors.Is(err, c.kind) || err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %v starting %q", c.acks, err, c.kind, c.want)
+		}
+	}
+}
