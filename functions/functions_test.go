@@ -115,7 +115,7 @@ func measureColdInit(t *testing.T, dir, rie string) {
 // wall time seen by the caller, which includes the emulator's hop): the
 // inputs of the README's cost model. Logged, never asserted.
 func measureDurations(t *testing.T, dir, rie string) {
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	seed(t, env, "cost", 400)
 	start := func(name string) *emulator {
 		return startEmulator(t, rie, filepath.Join(dir, name), "DATABASE_URL="+env.URL)
@@ -182,7 +182,7 @@ type pushResult struct {
 }
 
 func testPush(t *testing.T, start func(env ...string) *emulator) {
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	fn := start("DATABASE_URL="+env.URL, "QUEEN_DEFAULT_QUEUE=events", "QUEEN_EVENT_PARTITION_FIELD=customer.id")
 
 	// API Gateway: push, a rejected push, health, a route of another function.
@@ -331,7 +331,7 @@ type popResponse struct {
 }
 
 func testPop(t *testing.T, start func(env ...string) *emulator) {
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	seed(t, env, "work", 3)
 	fn := start("DATABASE_URL=" + env.URL)
 
@@ -390,7 +390,7 @@ func testPop(t *testing.T, start func(env ...string) *emulator) {
 }
 
 func testAck(t *testing.T, start func(env ...string) *emulator) {
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	seed(t, env, "tasks", 2)
 	pop, err := env.Store.Pop(context.Background(), queen.PopRequest{Queue: "tasks", Batch: 2})
 	if err != nil || len(pop.Messages) != 2 {
@@ -430,7 +430,7 @@ func testAck(t *testing.T, start func(env ...string) *emulator) {
 }
 
 func testDLQ(t *testing.T, start func(env ...string) *emulator) {
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	ctx := context.Background()
 	seed(t, env, "mail", 1)
 	pop, err := env.Store.Pop(ctx, queen.PopRequest{Queue: "mail", Batch: 1})
@@ -472,7 +472,7 @@ func testDLQ(t *testing.T, start func(env ...string) *emulator) {
 }
 
 func testAdmin(t *testing.T, start func(env ...string) *emulator) {
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	fn := start("DATABASE_URL=" + env.URL)
 
 	r := fn.http("POST", "/api/v1/configure", `{"queue":"billing","options":{"leaseTime":60,"retryLimit":5}}`)
@@ -500,7 +500,7 @@ func testAdmin(t *testing.T, start func(env ...string) *emulator) {
 }
 
 func testReaper(t *testing.T, start func(env ...string) *emulator) {
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	ctx := context.Background()
 	seed(t, env, "jobs", 2)
 	pop, err := env.Store.Pop(ctx, queen.PopRequest{Queue: "jobs", Batch: 2})
@@ -553,7 +553,7 @@ func testReaper(t *testing.T, start func(env ...string) *emulator) {
 }
 
 func testMigrate(t *testing.T, start func(env ...string) *emulator) {
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	ctx := context.Background()
 	// An empty database: what the stack's database holds at first deploy.
 	if _, err := env.Pool.Exec(ctx, `DROP SCHEMA queen CASCADE`); err != nil {

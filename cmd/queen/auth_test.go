@@ -86,6 +86,21 @@ func TestServeJWTAuth(t *testing.T) {
 			t.Errorf("%s %s as %.12s…: %d %s, want %d", c.method, c.path, c.tok, st, body, c.status)
 		}
 	}
+	// The scheme's case does not matter (RFC 7235).
+	for _, scheme := range []string{"bearer", "BEARER", "bEaReR"} {
+		req, _ := http.NewRequest("POST", s.base+"/api/v1/push", strings.NewReader(`{"items":[{"queue":"schemes","payload":1}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", scheme+" "+producer)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Errorf("push with Authorization: %s <token>: %d %s, want 201", scheme, resp.StatusCode, b)
+		}
+	}
 	st, body := s.doAs(consumer, "GET", "/api/v1/pop/queue/secure?consumerGroup=g", "")
 	if st != 200 {
 		t.Fatalf("pop as consumer: %d %s", st, body)

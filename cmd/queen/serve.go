@@ -122,12 +122,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	store := pgstore.New(pool, pgstore.Config{Logger: log, Keys: keys})
-	apiCfg := httpapi.Config{
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		MaxWait:      cfg.MaxWait,
-		Logger:       log,
-		Metrics:      prommetrics.New(),
-	}
+	apiCfg := cfg.API(log)
+	apiCfg.Metrics = prommetrics.New()
 	authCfg := auth.Config{Secret: cfg.JWTSecret, JWKSURL: cfg.JWTJWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience}
 	var authn *auth.Authenticator
 	if authCfg.Enabled() {

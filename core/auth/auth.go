@@ -169,10 +169,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		raw := strings.TrimSpace(r.Header.Get("Authorization"))
-		if t, ok := strings.CutPrefix(raw, "Bearer "); ok {
-			raw = strings.TrimSpace(t)
-		}
+		raw := bearerToken(r.Header.Get("Authorization"))
 		if raw == "" {
 			deny(w, http.StatusUnauthorized, "authentication required: send Authorization: Bearer <JWT>")
 			return
@@ -191,6 +188,18 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), subjectKey{}, c.Subject)))
 	})
+}
+
+// bearerToken is the token of an Authorization header: what follows the
+// scheme "Bearer", matched without regard to case (RFC 7235: "bearer" and
+// "BEARER" are the same scheme), or the whole value when it names no
+// scheme.
+func bearerToken(header string) string {
+	raw := strings.TrimSpace(header)
+	if scheme, tok, ok := strings.Cut(raw, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(tok)
+	}
+	return raw
 }
 
 func roleList(rs []Role) string {

@@ -336,6 +336,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// API is the HTTP API's configuration: the limits configured here and
+// log. Every entry point — the Lambda functions, `queen serve` and the tests
+// of the API — builds the API from it, so a limit only one of them sets
+// cannot hide a defect; each adds only what is its own (the caller's
+// identity, metrics).
+func (c Config) API(log *slog.Logger) httpapi.Config {
+	return httpapi.Config{MaxBodyBytes: c.MaxBodyBytes, MaxWait: c.MaxWait, Logger: log}
+}
+
 // HasDatabase reports whether the configuration names a database.
 func (c Config) HasDatabase() bool { return c.DatabaseURL != "" || c.DBHost != "" }
 

@@ -111,6 +111,7 @@ var badInputs = map[string][][2]string{
 		{"/api/v1/consumer-groups/g/queues/q/seek", `{}`}, {"/api/v1/consumer-groups/g/queues/q/seek", `{"toEnd":true,"toBeginning":true}`},
 		{"/api/v1/consumer-groups/g/queues/q/seek", `{"timestamp":"yesterday"}`},
 		{"/api/v1/consumer-groups/g/queues/q/seek", `{"offsets":{"p":-1}}`},
+		{"/api/v1/consumer-groups/g/queues/q/seek", `{"offsets":{"p":null}}`}, // not 0: a rewind to the start
 		{"/api/v1/consumer-groups/g/queues/q/seek", `{"offsets":{"nope":1}}`},
 		{"/api/v1/consumer-groups/g/queues/nope/seek", `{"toEnd":true}`},
 	},
@@ -134,7 +135,7 @@ var fieldMessage = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_.\[\]]*: |.*(not fou
 
 func TestBadInputEveryRoute(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	// A queue with a delivered message, a lease and a dead letter, so the
 	// refusals are refusals of real targets too.
 	s.expect("POST", "/api/v1/push", `{"items":[{"queue":"q","partition":"p","payload":1,"transactionId":"t1"},`+

@@ -21,7 +21,7 @@ func pushItems(queue string, n int) []queen.PushItem {
 // ack / ack batch → transaction → DLQ list → retry, with their shapes.
 func TestClientFlow(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, true)
+	s := newServer(t)
 	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "jobs", "options": map[string]any{"retryLimit": 0, "leaseTime": 30, "priority": 5}}, 200)
 
 	items := []map[string]any{}
@@ -112,7 +112,7 @@ func TestClientFlow(t *testing.T) {
 
 func TestAdminRoutes(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	var cfg map[string]any
 	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "q", "namespace": "ns", "options": map[string]any{"leaseTime": 60, "priority": 9}}, 200).json(t, &cfg)
 	opts := cfg["options"].(map[string]any)
@@ -181,7 +181,7 @@ func TestAdminRoutes(t *testing.T) {
 // Queue names may hold '/': clients escape it as %2F inside a path segment.
 func TestSlashInQueueName(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	s.expect("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "team/orders", "partition": "a/b", "payload": 1}}}, 201)
 	var p popped
 	s.expect("GET", "/api/v1/pop/queue/team%2Forders/partition/a%2Fb", nil, 200).json(t, &p)

@@ -6,10 +6,8 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +21,7 @@ import (
 // batch size: Queen answers 201 [] and writes nothing.
 func TestCompatEmptyPush(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	r := s.expect("POST", "/api/v1/push", `{"items":[]}`, 201)
 	if strings.TrimSpace(string(r.body)) != "[]" {
 		t.Fatalf("empty push answered %s, want []", r.body)
@@ -40,7 +38,7 @@ func TestCompatEmptyPush(t *testing.T) {
 // every mode but new/new-only from the beginning.
 func TestCompatSubscriptionModes(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.pushN("modes", "p", 2)
 	for _, mode := range []string{"from_beginning", "all", "ALL", "earliest"} {
 		p, ok := s.popGroup("modes", "p", "g-"+mode, 10, "&subscriptionMode="+mode)
@@ -93,7 +91,7 @@ func TestCompatCancelledLongPollIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	logs := &lockedBuffer{}
 	entered := make(chan struct{}, 1)
-	s := newServer(t, false, func(cfg *httpapi.Config, st *queen.Store) {
+	s := newServer(t, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		*st = cancelInPop{Store: *st, entered: entered}
 	})
@@ -126,7 +124,7 @@ func TestCompatCancelledLongPollIsNotAnOutage(t *testing.T) {
 // newExpiresAt: the lease is renewed by the queue's leaseTime.
 func TestCompatLeaseRenewWithEmptyBody(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("renew", map[string]any{"leaseTime": 120})
 	s.pushN("renew", "p", 1)
 	p, ok := s.popGroup("renew", "p", "g", 1, "")
@@ -158,7 +156,7 @@ func TestCompatLeaseRenewWithEmptyBody(t *testing.T) {
 // values; Queen's names act on the log with their mapped meaning.
 func TestCompatConfigureEcho(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	var res struct {
 		Configured bool           `json:"configured"`
 		Options    map[string]any `json:"options"`
@@ -212,7 +210,7 @@ func TestCompatConfigureEcho(t *testing.T) {
 // retryDelay (ms): a failed message is redelivered no sooner than that.
 func TestCompatRetryDelay(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("slow", map[string]any{"retryDelay": 5000, "retryLimit": 3})
 	s.pushN("slow", "p", 2)
 	p, ok := s.popGroup("slow", "p", "g", 1, "")
@@ -245,7 +243,7 @@ func TestCompatRetryDelay(t *testing.T) {
 // message's status (Queen's status/busStatus), derived here from the cursors.
 func TestCompatBrowseStatusAndLimit(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("seen", map[string]any{"leaseTime": 30})
 	for _, g := range []string{"A", "B"} {
 		s.popWildcard("seen", g, "&batch=1") // subscribe
@@ -293,81 +291,11 @@ func TestCompatBrowseStatusAndLimit(t *testing.T) {
 	}
 }
 
-// Maintenance: the switches live in the database, so a second API process
-// (another Lambda function) sees them at once; pushes get 503 with
-// Retry-After and write nothing, pops return nothing.
-func TestCompatMaintenance(t *testing.T) {
-	t.Parallel()
-	s := newServer(t, false)
-	other := &server{Server: httptest.NewServer(httpapi.New(s.env.Store, httpapi.Config{
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler(httpapi.AllGroups...)), t: t}
-	t.Cleanup(other.Close)
-
-	s.pushN("m", "p", 1)
-	var st map[string]any
-	s.expect("GET", "/api/v1/system/maintenance", nil, 200).json(t, &st)
-	if st["maintenanceMode"] != false || st["popMaintenanceMode"] != false {
-		t.Fatalf("initial state %v", st)
-	}
-	s.expect("POST", "/api/v1/system/maintenance", `{"enabled":true}`, 200).json(t, &st)
-	if st["maintenanceMode"] != true {
-		t.Fatalf("after enabling: %v", st)
-	}
-	req, _ := http.NewRequest("POST", other.URL+"/api/v1/push", strings.NewReader(`{"items":[{"queue":"m","partition":"p","payload":2}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("push during maintenance: %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
-	if b := s.browse("queue=m"); len(b.Messages) != 1 {
-		t.Fatalf("the refused push wrote: %d messages", len(b.Messages))
-	}
-	g, ok := other.popGroup("m", "p", "g", 1, "")
-	if !ok {
-		t.Fatal("push maintenance stopped pops")
-	}
-	// A transaction that pushes is refused too, and applies nothing.
-	tx := map[string]any{"operations": []map[string]any{
-		{"type": "ack", "transactionId": g.Messages[0].TransactionID, "partitionId": g.PartitionID, "status": "completed", "consumerGroup": "g"},
-		{"type": "push", "items": []map[string]any{{"queue": "m2", "payload": 1}}}}}
-	if r := s.do("POST", "/api/v1/transaction", tx); r.status != 503 {
-		t.Fatalf("transaction during maintenance: %d %s, want 503", r.status, r.body)
-	}
-	if c := s.committed("g", "m", "p"); c != -1 {
-		t.Fatalf("the refused transaction committed the ack: cursor %d", c)
-	}
-
-	s.expect("POST", "/api/v1/system/maintenance/pop", `{"enabled":true}`, 200).json(t, &st)
-	if st["popMaintenanceMode"] != true {
-		t.Fatalf("after enabling pop maintenance: %v", st)
-	}
-	s.expect("POST", "/api/v1/system/maintenance", `{"enabled":false}`, 200)
-	other.pushN("m", "p", 1)
-	if _, ok := other.popGroup("m", "p", "h", 10, ""); ok {
-		t.Fatal("a pop delivered during pop maintenance")
-	}
-	s.expect("GET", "/api/v1/system/maintenance/pop", nil, 200).json(t, &st)
-	if st["popMaintenanceMode"] != true {
-		t.Fatalf("GET pop maintenance: %v", st)
-	}
-	s.expect("POST", "/api/v1/system/maintenance/pop", `{"enabled":false}`, 200)
-	if p, ok := other.popGroup("m", "p", "h", 10, ""); !ok || len(p.Messages) != 2 {
-		t.Fatalf("after pop maintenance: ok=%v %d messages, want both", ok, len(p.Messages))
-	}
-	if r := s.do("POST", "/api/v1/system/maintenance", `{}`); r.status != 400 || !strings.Contains(r.errorText(t), "enabled") {
-		t.Fatalf("no enabled: %d %s", r.status, r.body)
-	}
-}
-
 // Pop messages carry producerSub: the verified caller that pushed them
 // (Config.Identity), never a value from the push body; null when unknown.
 func TestCompatProducerSub(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false, func(cfg *httpapi.Config, _ *queen.Store) {
+	s := newServer(t, func(cfg *httpapi.Config, _ *queen.Store) {
 		cfg.Identity = func(r *http.Request) string { return r.Header.Get("X-Test-Verified-Sub") }
 	})
 	push := func(sub, body string) {
@@ -402,7 +330,7 @@ func TestCompatProducerSub(t *testing.T) {
 // Options configure does not know are refused, never ignored.
 func TestCompatConfigureRefusesUnknownOptions(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	for _, c := range []struct {
 		body any
 		says string
@@ -428,7 +356,7 @@ func TestCompatConfigureRefusesUnknownOptions(t *testing.T) {
 // once to wildcard pops too (which had seen it waiting).
 func TestCompatRetryDelayEndsWithTheCursor(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	s.configure("hold", map[string]any{"retryDelay": 60000, "retryLimit": 5})
 	s.pushN("hold", "p", 3)
 	p, _ := s.popGroup("hold", "p", "g", 1, "")
@@ -457,7 +385,7 @@ func TestCompatRetryDelayEndsWithTheCursor(t *testing.T) {
 // retry ack holds the partition back for the new delay only.
 func TestCompatRetryDelayShortenedHold(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("short", map[string]any{"retryDelay": 60000, "leaseTime": 10, "retryLimit": 5})
 	s.pushN("short", "p", 1)
 	p, _ := s.popGroup("short", "p", "g", 1, "")

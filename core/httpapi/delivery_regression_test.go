@@ -59,7 +59,7 @@ func (s *server) ackAll(group string, p popped) {
 // served is deliverable, so the very next wildcard pop returns it.
 func TestRegressionWildcardAfterManyConsumed(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	s.pushOnePerPartition("wide", 150, func(i int) string { return fmt.Sprintf("p%03d", i) })
 	seen := map[string]bool{}
 	var last string
@@ -90,7 +90,7 @@ func TestRegressionWildcardAfterManyConsumed(t *testing.T) {
 // deliverable, and the quiet partition scheduled after them is.
 func TestRegressionWindowBufferedAheadOfDeliverable(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("windowed", map[string]any{"windowBuffer": 10})
 	busy := func(i int) string { return fmt.Sprintf("busy%03d", i) }
 	s.pushOnePerPartition("windowed", 100, busy)
@@ -130,7 +130,7 @@ func TestRegressionWindowBufferedAheadOfDeliverable(t *testing.T) {
 // here 100 of 120 each holding one message, under one lease id.
 func TestRegressionPopHundredPartitions(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	s.pushOnePerPartition("many", 120, func(i int) string { return fmt.Sprintf("m%03d", i) })
 	p, ok := s.popWildcard("many", "g", "&batch=500&partitions=100")
 	if !ok {
@@ -153,7 +153,7 @@ func TestRegressionPopHundredPartitions(t *testing.T) {
 func TestRegressionLongPollAfterDrain(t *testing.T) {
 	t.Parallel()
 	watch := &popWatch{queue: "drained", empty: make(chan time.Time, 1000)}
-	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
+	s := newServer(t, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.MaxWait = 10 * time.Second
 		watch.Store = *st
 		*st = watch
@@ -199,7 +199,7 @@ func TestRegressionLongPollAfterDrain(t *testing.T) {
 // consumer pops and acks; every pop finds the backlog.
 func TestRegressionPushInFlightKeepsPartitionVisible(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, true)
+	s := newServer(t)
 	for range 4 {
 		s.pushN("hot", "only", 500)
 	}
@@ -247,7 +247,7 @@ func TestRegressionPushInFlightKeepsPartitionVisible(t *testing.T) {
 // message, so a race that is only usually lost still shows.
 func TestRegressionTransactionExactlyOnce(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, true)
+	s := newServer(t)
 	const rounds, copies = 5, 6
 	for round := range rounds {
 		s.pushN("jobs", "a", 1)
@@ -321,7 +321,7 @@ func (s *server) queue(name string) queueDetail {
 // a queue with maxSize 5 refuses a sixth message, writing nothing.
 func TestRegressionDepthCountsLateSubscriber(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	s.configure("capped", map[string]any{"maxSize": 5})
 	for _, g := range []string{"A", "B"} {
 		if _, ok := s.popWildcard("capped", g, "&batch=10"); ok {
@@ -355,7 +355,7 @@ func TestRegressionDepthCountsLateSubscriber(t *testing.T) {
 // counting when it expires, not when the reaper runs.
 func TestRegressionActiveLeasesLiveOnly(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("leased", map[string]any{"leaseTime": 30})
 	s.pushN("leased", "p", 1)
 	if _, ok := s.popWildcard("leased", "g", "&batch=1"); !ok {
@@ -400,7 +400,7 @@ func TestRegressionActiveLeasesLiveOnly(t *testing.T) {
 // called, and reads the names back unchanged.
 func TestRegressionMetricsLabelEscaping(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	const group, queueName = "zero\u200bwidth \"quoted\" back\\slash", "q.metrics"
 	s.pushN(queueName, "p", 3)
 	if _, ok := s.popGroup(queueName, "p", group, 1, ""); !ok {
@@ -445,7 +445,7 @@ func TestRegressionMetricsLabelEscaping(t *testing.T) {
 // change a subscription).
 func TestSeekBeforeFirstPopSubscribes(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.pushN("sq", "a", 3)
 	s.expect("POST", "/api/v1/consumer-groups/G/queues/sq/seek", map[string]any{"toEnd": true}, 200)
 	s.env.Clock.Advance(time.Second)

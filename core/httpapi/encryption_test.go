@@ -9,12 +9,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/queen-serverless/queen/core/crypt"
 	"github.com/queen-serverless/queen/core/httpapi"
@@ -39,9 +36,11 @@ func serverWithKeys(t *testing.T, s *server, ring string) *server {
 		}
 		keys = func(context.Context) (*crypt.Ring, error) { return r, nil }
 	}
-	store := pgstore.New(s.env.Pool, pgstore.Config{Clock: s.env.Clock.Now, Keys: keys})
-	api := httpapi.New(store, httpapi.Config{MaxBodyBytes: 64 << 10, MaxWait: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := pgstore.Config{Keys: keys}
+	if s.env.Clock != nil {
+		cfg.Clock = s.env.Clock.Now
+	}
+	api := httpapi.New(pgstore.New(s.env.Pool, cfg), apiConfig(t, s.env))
 	hs := httptest.NewServer(api.Handler(httpapi.AllGroups...))
 	t.Cleanup(hs.Close)
 	return &server{Server: hs, env: s.env, t: t}
@@ -113,7 +112,7 @@ func compactJSON(t *testing.T, b []byte) string {
 
 func TestEncryptedQueueRoundTrip(t *testing.T) {
 	t.Parallel()
-	base := newServer(t, false) // its store holds no key
+	base := newServer(t) // its store holds no key
 	k1 := serverWithKeys(t, base, "k1:"+encKey1)
 	noKey := serverWithKeys(t, base, "")
 	wrongKey := serverWithKeys(t, base, "k1:"+encKey3) // the same id, other key material

@@ -36,7 +36,7 @@ type fuzzAPI struct {
 }
 
 func newFuzzAPI(f *testing.F) *fuzzAPI {
-	e := pgstoretest.New(f)
+	e := pgstoretest.NewClocked(f)
 	ring, err := crypt.Parse("k1:" + encKey1) // encrypted queues work too
 	if err != nil {
 		f.Fatal(err)
@@ -290,7 +290,7 @@ func FuzzSeek(f *testing.F) {
 // that says what is wrong, writing nothing.
 func TestRegressionBadEscapesAndTrailingText(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	for body, says := range map[string]string{
 		`{"items":[{"queue":"q","payload":"a\u0000b"}]}`:             "NUL",
 		`{"items":[{"queue":"q","partition":"\ud800","payload":1}]}`: "surrogate",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/prommetrics"
@@ -29,19 +30,28 @@ type server struct {
 }
 
 // serverOption changes the API's config or wraps the store it serves (the
-// env keeps the unwrapped store).
+// env keeps the unwrapped store). Only tests of the long-poll's own timing
+// change the config.
 type serverOption func(cfg *httpapi.Config, store *queen.Store)
 
-func newServer(t *testing.T, realTime bool, opts ...serverOption) *server {
+// newServer serves the API as `queen serve` and the Lambda functions build
+// it: a store on the database's clock (pgstoretest.New), the API's config
+// from config.FromEnv (defaults: the environment names only the database).
+func newServer(t *testing.T, opts ...serverOption) *server {
 	t.Helper()
-	var e *pgstoretest.Env
-	if realTime {
-		e = pgstoretest.NewRealTime(t)
-	} else {
-		e = pgstoretest.New(t)
-	}
-	cfg := httpapi.Config{MaxBodyBytes: 64 << 10, MaxWait: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: prommetrics.New()}
+	return serve(t, pgstoretest.New(t), opts)
+}
+
+// newClockedServer is newServer on a test clock (s.env.Clock), for tests of
+// leases, delays, retention and dedup windows.
+func newClockedServer(t *testing.T, opts ...serverOption) *server {
+	t.Helper()
+	return serve(t, pgstoretest.NewClocked(t), opts)
+}
+
+func serve(t *testing.T, e *pgstoretest.Env, opts []serverOption) *server {
+	t.Helper()
+	cfg := apiConfig(t, e)
 	var store queen.Store = e.Store
 	for _, o := range opts {
 		o(&cfg, &store)
@@ -52,8 +62,50 @@ func newServer(t *testing.T, realTime bool, opts ...serverOption) *server {
 	return &server{Server: s, env: e, t: t}
 }
 
+// another is a second server process on s's database, with its own pool
+// and store, built as s was: what a restart, or another Lambda container,
+// sees.
+func (s *server) another(t *testing.T) *server {
+	t.Helper()
+	cfg, err := pgstore.PoolConfig(s.env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var scfg pgstore.Config
+	if s.env.Clock != nil {
+		scfg.Clock = s.env.Clock.Now
+	}
+	api := httpapi.New(pgstore.New(pool, scfg), apiConfig(t, s.env))
+	hs := httptest.NewServer(api.Handler(httpapi.AllGroups...))
+	t.Cleanup(hs.Close)
+	return &server{Server: hs, env: s.env, t: t}
+}
+
+// apiConfig is the API's config as `queen serve` builds it on e's database.
+func apiConfig(t testing.TB, e *pgstoretest.Env) httpapi.Config {
+	t.Helper()
+	conf, err := config.FromEnv(func(name string) string {
+		if name == config.EnvDatabaseURL {
+			return e.URL
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := conf.API(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg.Metrics = prommetrics.New()
+	return cfg
+}
+
 type reply struct {
 	status int
+	header http.Header
 	body   []byte
 }
 
@@ -97,7 +149,7 @@ func (s *server) do(method, path string, body any) reply {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, body: b}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
 func (s *server) expect(method, path string, body any, status int) reply {
@@ -166,7 +218,7 @@ type acked struct {
 
 func TestPushPopAckShapes(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	var res []pushed
 	s.expect("POST", "/api/v1/push", `{"items": [
 		{"queue": "orders", "partition": "cust-1", "payload": {"z": 1, "a": 2}, "transactionId": "t1", "traceId": "tr"},
@@ -212,17 +264,25 @@ func TestPushPopAckShapes(t *testing.T) {
 	if !a[0].Success || *a[0].Committed != 1 || !a[0].LeaseReleased {
 		t.Fatalf("ack batch %+v", a)
 	}
-	// Queue mode: consumerGroup is null on the wire.
-	var qm popped
-	s.expect("GET", "/api/v1/pop/queue/orders?autoAck=true", nil, 200).json(t, &qm)
-	if qm.ConsumerGroup != nil || qm.LeaseID != "" || qm.Messages[0].ConsumerGroup != nil {
-		t.Fatalf("queue-mode autoAck pop %+v", qm)
+	// Queue mode: the group is __QUEUE_MODE__ on the wire, as Queen names
+	// it (SPEC §3.3), at the top and on each message.
+	for _, query := range []string{"autoAck=true", "batch=1"} {
+		var qm popped
+		s.expect("GET", "/api/v1/pop/queue/orders?"+query, nil, 200).json(t, &qm)
+		if qm.ConsumerGroup == nil || *qm.ConsumerGroup != queen.QueueModeGroup ||
+			qm.Messages[0].ConsumerGroup == nil || *qm.Messages[0].ConsumerGroup != queen.QueueModeGroup {
+			t.Fatalf("queue-mode pop (%s): consumerGroup %v, message's %v, want %q", query, qm.ConsumerGroup,
+				qm.Messages[0].ConsumerGroup, queen.QueueModeGroup)
+		}
+		if (qm.LeaseID == "") != (query == "autoAck=true") {
+			t.Fatalf("queue-mode pop (%s): leaseId %q", query, qm.LeaseID)
+		}
 	}
 }
 
 func TestErrorStatuses(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "small", "options": map[string]any{"maxSize": 1}}, 200)
 	var res []pushed
 	s.expect("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "q", "payload": 1}}}, 201).json(t, &res)
@@ -233,7 +293,7 @@ func TestErrorStatuses(t *testing.T) {
 		before[tb] = s.rows(tb)
 	}
 
-	big := fmt.Sprintf(`{"items":[{"queue":"q","payload":"%s"}]}`, strings.Repeat("x", 70<<10))
+	big := fmt.Sprintf(`{"items":[{"queue":"q","payload":"%s"}]}`, strings.Repeat("x", config.DefaultMaxBodyBytes))
 	cases := []struct {
 		method, path string
 		body         any
@@ -346,7 +406,7 @@ func (w *popWatch) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResu
 func TestLongPollWakesOnPush(t *testing.T) {
 	t.Parallel()
 	watch := &popWatch{queue: "later", empty: make(chan time.Time, 1000)}
-	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
+	s := newServer(t, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.PollInterval = time.Hour
 		cfg.MaxWait = 20 * time.Second
 		watch.Store = *st
@@ -393,7 +453,7 @@ func (w *probedWatch) Deliverable(ctx context.Context, keys []queen.WaitKey) ([]
 func TestLongPollSeesOtherWriters(t *testing.T) {
 	t.Parallel()
 	watch := &probedWatch{popWatch{queue: "ext", empty: make(chan time.Time, 1000)}}
-	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
+	s := newServer(t, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.MaxWait = 20 * time.Second
 		watch.Store = *st
 		*st = watch

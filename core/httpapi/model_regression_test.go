@@ -196,7 +196,7 @@ func (s *server) reap() {
 // and 5 commits.
 func TestRegressionClampUnmentionedFailed(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	s.configure("q", map[string]any{"retryLimit": 3})
 	s.pushN("q", "p", 6)
 
@@ -280,7 +280,7 @@ func TestRegressionClampUnmentionedFailed(t *testing.T) {
 // attempt consumed.
 func TestRegressionClampUnmentionedRetry(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	s.pushN("q", "p", 3)
 	p, ok := s.popGroup("q", "p", "g", 3, "")
 	if !ok || fmt.Sprint(offsets(p)) != "[0 1 2]" {
@@ -308,7 +308,7 @@ func TestRegressionClampUnmentionedRetry(t *testing.T) {
 // signal is applied; an acknowledged failed is never turned into a commit.
 func TestRegressionStaleFailedNeverCommits(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("q", map[string]any{"leaseTime": 1})
 	s.pushN("q", "p", 3)
 
@@ -361,7 +361,7 @@ func postStatus(u string) (int, error) {
 // get 404; the DLQ row is gone.
 func TestRegressionDLQRetryExactlyOnce(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 	const rounds, racers = 10, 8
 	for round := 0; round < rounds; round++ {
 		part := fmt.Sprintf("r%d", round)
@@ -425,7 +425,7 @@ func TestRegressionDLQRetryExactlyOnce(t *testing.T) {
 // from the count.
 func TestRegressionMaxSizeAfterRetention(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("q", map[string]any{"maxSize": 5, "retentionSeconds": 10})
 	for i := 0; i < 5; i++ {
 		s.pushN("q", "p", 1)
@@ -466,7 +466,7 @@ func TestRegressionMaxSizeAfterRetention(t *testing.T) {
 // past; a group whose subscription starts after a segment never holds it back.
 func TestRegressionCompletedRetentionLateNewSubscriber(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("q", map[string]any{"completedRetentionSeconds": 10})
 	s.pushN("q", "p", 5)
 	a, ok := s.popGroup("q", "p", "A", 10, "&subscriptionMode=all")
@@ -491,7 +491,7 @@ func TestRegressionCompletedRetentionLateNewSubscriber(t *testing.T) {
 // no-op "already committed", however old the message and whatever the dedup
 // window — here after more than 1,000 later segments.
 func oldAck(t *testing.T, dedupWindow int) {
-	s := newServer(t, false)
+	s := newClockedServer(t)
 	s.configure("q", map[string]any{"dedupWindowSeconds": dedupWindow})
 	first := s.pushN("q", "p", 1)[0]
 	p, ok := s.popGroup("q", "p", "g", 1, "")

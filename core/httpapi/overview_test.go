@@ -11,7 +11,7 @@ import (
 // one: depth, dead letters and each group's exact lag (lastOffset − cursor).
 func TestOverview(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, false)
+	s := newServer(t)
 
 	var empty httpapi.Overview
 	s.expect("GET", "/api/v1/resources/overview", nil, 200).json(t, &empty)

@@ -227,12 +227,16 @@ func (a *API) pop(w http.ResponseWriter, r *http.Request) error {
 }
 
 func wirePop(res queen.PopResult) popResponse {
-	var lease, group *string
+	var lease *string
 	if res.LeaseID != "" {
 		lease = &res.LeaseID
 	}
-	if res.ConsumerGroup != queen.QueueModeGroup {
-		group = &res.ConsumerGroup
+	// Consumers that name no group are the queue-mode group, named on the
+	// wire as Queen names it.
+	group := &res.ConsumerGroup
+	if res.ConsumerGroup == "" {
+		group = new(string)
+		*group = queen.QueueModeGroup
 	}
 	out := popResponse{Success: true, Queue: res.Messages[0].Queue, Partition: res.Messages[0].Partition,
 		PartitionID: res.Messages[0].PartitionID, LeaseID: lease, ConsumerGroup: group,
@@ -312,8 +316,9 @@ func (a *API) extendLease(w http.ResponseWriter, r *http.Request) error {
 	}
 	seconds := 0 // Queen's clients send {}: renew by the queue's leaseTime
 	if req.Seconds != nil {
-		if *req.Seconds < 1 {
-			return queen.Invalid("seconds", "must be at least 1 (omit it to renew by the queue's leaseTime)")
+		if *req.Seconds < 1 || *req.Seconds > queen.MaxLeaseSeconds {
+			return queen.Invalid("seconds", "must be between 1 and %d; omit it to renew by the queue's leaseTime",
+				queen.MaxLeaseSeconds)
 		}
 		seconds = *req.Seconds
 	}
@@ -688,10 +693,10 @@ func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request) error {
 }
 
 type seekRequest struct {
-	ToEnd       bool             `json:"toEnd"`
-	ToBeginning bool             `json:"toBeginning"`
-	Timestamp   string           `json:"timestamp"`
-	Offsets     map[string]int64 `json:"offsets"`
+	ToEnd       bool              `json:"toEnd"`
+	ToBeginning bool              `json:"toBeginning"`
+	Timestamp   string            `json:"timestamp"`
+	Offsets     map[string]*int64 `json:"offsets"` // a pointer: null is refused, not read as 0
 }
 
 func (a *API) seek(w http.ResponseWriter, r *http.Request) error {
@@ -699,7 +704,16 @@ func (a *API) seek(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	t := queen.SeekTarget{ToEnd: req.ToEnd, ToBeginning: req.ToBeginning, Offsets: req.Offsets}
+	t := queen.SeekTarget{ToEnd: req.ToEnd, ToBeginning: req.ToBeginning}
+	if req.Offsets != nil {
+		t.Offsets = make(map[string]int64, len(req.Offsets))
+		for p, o := range req.Offsets {
+			if o == nil {
+				return queen.Invalid("offsets."+p, "must be the next offset to deliver (an integer), not null")
+			}
+			t.Offsets[p] = *o
+		}
+	}
 	if req.Timestamp != "" {
 		ts, err := time.Parse(time.RFC3339Nano, req.Timestamp)
 		if err != nil {

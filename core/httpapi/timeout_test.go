@@ -12,7 +12,7 @@ import (
 // absurd timeout must not overflow into an immediate 204.
 func TestLongPollHugeTimeoutWaitsTheCap(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, true, func(cfg *httpapi.Config, _ *queen.Store) { cfg.MaxWait = time.Second })
+	s := newServer(t, func(cfg *httpapi.Config, _ *queen.Store) { cfg.MaxWait = time.Second })
 	for _, timeout := range []string{"10000000000000", "99999999999999999999999"} {
 		start := time.Now()
 		s.expect("GET", "/api/v1/pop/queue/nothing?wait=true&timeout="+timeout, nil, 204)

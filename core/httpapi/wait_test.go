@@ -15,7 +15,7 @@ import (
 // its long-polls.
 func newCountingServer(t *testing.T) (*server, *storecount.Counting) {
 	cs := &storecount.Counting{Empty: make(chan string, 1000)}
-	s := newServer(t, true, func(cfg *httpapi.Config, st *queen.Store) {
+	s := newServer(t, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.MaxWait = 20 * time.Second
 		cs.Store = *st
 		*st = cs

@@ -24,7 +24,7 @@ type fuzzIngest struct {
 }
 
 func newFuzzIngest(f *testing.F) *fuzzIngest {
-	env := pgstoretest.New(f)
+	env := pgstoretest.NewClocked(f)
 	return &fuzzIngest{env: env, h: ingest.New(env.Store, nil, ingest.Config{DefaultQueue: "inbox", PartitionField: "customer.id"})}
 }
 

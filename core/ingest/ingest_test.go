@@ -71,7 +71,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg ingest.Config) fixture {
 	t.Helper()
-	env := pgstoretest.New(t)
+	env := pgstoretest.NewClocked(t)
 	httpCalls := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: 299, Body: req.RawPath}, nil
 	}

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { pgstoretest.Main(m) }
 // pool pings a connection that sat idle before using it, instead of
 // writing the statement to a dead socket (which cannot be retried).
 func TestRequestAfterProxyDroppedIdleConnection(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	proxy := newDroppingProxy(t, e.URL)
 	cfg, err := config.FromEnv(func(k string) string {
 		return map[string]string{

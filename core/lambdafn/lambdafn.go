@@ -75,14 +75,12 @@ func (f *Function) OpenStore() {
 		Keys: secrets.KeyLoader(f.Config, secrets.SecretsManager(dbconn.LoadDefaultAWSConfig))})
 }
 
-// API returns the HTTP API over the store with the configured limits.
+// API returns the HTTP API over the store with the configured limits; the
+// caller is the one API Gateway verified (GatewayIdentity).
 func (f *Function) API() *httpapi.API {
-	return httpapi.New(f.Store, httpapi.Config{
-		MaxBodyBytes: f.Config.MaxBodyBytes,
-		MaxWait:      f.Config.MaxWait,
-		Logger:       f.Logger,
-		Identity:     GatewayIdentity,
-	})
+	cfg := f.Config.API(f.Logger)
+	cfg.Identity = GatewayIdentity
+	return httpapi.New(f.Store, cfg)
 }
 
 // GatewayIdentity is the caller API Gateway verified for this request: the

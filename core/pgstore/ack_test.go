@@ -12,7 +12,7 @@ import (
 // spanTwoToFive leaves group g with committed = 2 and a leased span (2,5]
 // over a partition holding offsets 0..7.
 func spanTwoToFive(t *testing.T, retryLimit int) (*pgstoretest.Env, queen.PopResult) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "q", queen.QueueOptions{RetryLimit: ptr(retryLimit)})
 	pushN(t, e, "q", "p", "m", 8)
 	first := pop(t, e, queen.PopRequest{Queue: "q", ConsumerGroup: "g", Batch: 3})
@@ -158,7 +158,7 @@ func TestAckRejections(t *testing.T) {
 // (retryLimit+1)-th failed attempt, and its neighbours are untouched.
 func TestPoisonMessageIsIsolated(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	const retryLimit = 2
 	configure(t, e, "q", queen.QueueOptions{RetryLimit: ptr(retryLimit), LeaseTime: ptr(10)})
 	pushN(t, e, "q", "p", "m", 5)
@@ -202,7 +202,7 @@ func TestPoisonMessageIsIsolated(t *testing.T) {
 
 func TestFailedAcksCountLikeExpiries(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "q", queen.QueueOptions{RetryLimit: ptr(1)})
 	pushN(t, e, "q", "p", "m", 2)
 	res := pop(t, e, queen.PopRequest{Queue: "q", Batch: 2})

@@ -42,7 +42,7 @@ import (
 //     with the expected attempt counts.
 func TestConcurrencyChecker(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.NewRealTime(t)
+	e := pgstoretest.New(t)
 	// The product's store on the database clock, with a logger that
 	// records the transient errors (deadlocks) it retries.
 	retries := &ccRetryLog{}

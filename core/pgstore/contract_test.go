@@ -14,7 +14,7 @@ import (
 // reply with every nested key: a key renamed on one side only fails here.
 func TestEveryReplyMatchesItsGoType(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	must := func(what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -87,7 +87,7 @@ func TestEveryReplyMatchesItsGoType(t *testing.T) {
 // The schema's column defaults are the domain's documented defaults.
 func TestSchemaDefaultsAreTheDomains(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	for col, want := range map[string]int{
 		"lease_time":   queen.DefaultLeaseTime,
 		"retry_limit":  queen.DefaultRetryLimit,

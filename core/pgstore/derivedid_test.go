@@ -21,7 +21,7 @@ import (
 // before 1970 and past the 48 bits of a UUIDv7's time).
 func TestGeneratedIDIsTheLogsID(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -78,7 +78,7 @@ func TestGeneratedIDIsTheLogsID(t *testing.T) {
 // (queen.message_id). Both must give the same id for every address.
 func TestMessageIDIsTheLogsID(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -114,7 +114,7 @@ func TestMessageIDIsTheLogsID(t *testing.T) {
 // path; a segment that also holds a client's id keeps every id.
 func TestGeneratedIdsAreDerivedNotStored(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	gen := func(partition string) queen.PushItem {
 		return queen.PushItem{Queue: "d", Partition: partition, Payload: payload(partition)}
 	}

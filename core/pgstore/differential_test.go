@@ -59,7 +59,7 @@ func TestDifferential(t *testing.T) {
 	cov := &dCoverage{n: map[string]int{}}
 	start := time.Now()
 	for w := 0; w < workers; w++ {
-		env := pgstoretest.New(t)
+		env := pgstoretest.NewClocked(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

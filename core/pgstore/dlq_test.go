@@ -25,7 +25,7 @@ func deadLetter(t *testing.T, e *pgstoretest.Env, queue string) queen.Message {
 
 func TestDeadLetterSurvivesRetention(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "q", queen.QueueOptions{RetentionSeconds: ptr(60)})
 	if _, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "q", Partition: "p", TransactionID: "poison",
 		TraceID: "trace-1", Payload: []byte(`{"b": 2, "a": [1, "x"]}`)}}); err != nil {
@@ -55,7 +55,7 @@ func TestDeadLetterSurvivesRetention(t *testing.T) {
 
 func TestDeadLetterRetryAndDelete(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	if _, err := e.Store.Push(ctx, []queen.PushItem{
 		{Queue: "q", Partition: "p", TransactionID: "t1", Payload: []byte(`{"keep":"me"}`)},
 		{Queue: "q", Partition: "p", TransactionID: "t2", Payload: []byte(`2`)},
@@ -97,7 +97,7 @@ func TestDeadLetterRetryAndDelete(t *testing.T) {
 
 func TestDLQListFilters(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "a", "p", "m", 3)
 	pushN(t, e, "b", "p", "m", 1)
 	for i := 0; i < 3; i++ {

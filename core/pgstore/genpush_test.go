@@ -27,7 +27,7 @@ import (
 // is delivered once, as pushed (none waits unseen behind a missing ready
 // row). QUEEN_CHECK_SEED replays the producers' choices.
 func TestGeneratedPushesUnderContention(t *testing.T) {
-	e := pgstoretest.NewRealTime(t)
+	e := pgstoretest.New(t)
 	seed := uint64(envInt(t, "QUEEN_CHECK_SEED", 1))
 	t.Logf("seed %d (QUEEN_CHECK_SEED=%d to replay)", seed, seed)
 	const queue, producers, pushes = "gen", 4, 50
@@ -179,7 +179,7 @@ func TestGeneratedPushesUnderContention(t *testing.T) {
 // generated ids that spans partitions writes their ready rows again, so the
 // group's next pop (any partition) finds what it pushed.
 func TestSpreadPushWakesACaughtUpGroup(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushGenerated(t, e, "wake", "a", 1)
 	res := pop(t, e, queen.PopRequest{Queue: "wake", ConsumerGroup: "g", Batch: 10})
 	if len(res.Messages) != 1 {
@@ -217,7 +217,7 @@ func TestSpreadPushWakesACaughtUpGroup(t *testing.T) {
 // here does not retry: a deadlock would fail a push. QUEEN_CHECK_SEED
 // replays the producers' choices.
 func TestSpreadPushesNeverDeadlock(t *testing.T) {
-	e := pgstoretest.NewRealTime(t)
+	e := pgstoretest.New(t)
 	store := pgstore.New(e.Pool, pgstore.Config{DeadlockRetries: -1})
 	seed := uint64(envInt(t, "QUEEN_CHECK_SEED", 1))
 	t.Logf("seed %d (QUEEN_CHECK_SEED=%d to replay)", seed, seed)
@@ -254,7 +254,7 @@ func TestSpreadPushesNeverDeadlock(t *testing.T) {
 // A push that spans partitions stores each item's producer (the Store's
 // callers may set one per item; the HTTP API sets the caller's on all).
 func TestSpreadPushKeepsEachItemsProducer(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	if _, err := e.Store.Push(ctx, []queen.PushItem{
 		{Queue: "subs", Partition: "a", Payload: payload(1), ProducerSub: "alice"},
 		{Queue: "subs", Partition: "b", Payload: payload(2), ProducerSub: "bob"},

@@ -19,7 +19,7 @@ import (
 // An applied migration whose text changed is refused before anything runs.
 func TestMigrateRefusesChangedMigration(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	if _, err := e.Pool.Exec(ctx, `UPDATE queen.schema_migrations SET checksum = 'edited' WHERE version = '0002_types';
 		UPDATE queen.schema_migrations SET checksum = 'old' WHERE version = 'routines'`); err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestMigrateRefusesChangedMigration(t *testing.T) {
 // the run succeeds so the rollback completes.
 func TestMigrateLeavesNewerDatabaseAlone(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	if _, err := e.Pool.Exec(ctx, `INSERT INTO queen.schema_migrations (version, checksum) VALUES ('9999_future', 'x');
 		UPDATE queen.schema_migrations SET checksum = 'newer' WHERE version = 'routines';
 		DELETE FROM queen.schema_migrations WHERE version = '0008_encryption'`); err != nil {
@@ -65,7 +65,7 @@ func TestMigrateLeavesNewerDatabaseAlone(t *testing.T) {
 // with the calls of the release before it.
 func TestPreviousReleaseCallsWork(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	// A populated database: queues, groups, cursors, a dead letter.
 	pushN(t, e, "orders", "eu", "o", 5)
 	pushN(t, e, "orders", "us", "u", 3)
@@ -252,7 +252,7 @@ func TestPreviousReleaseCallsWork(t *testing.T) {
 // dedup keys of all of them (a segment's first, a key row) still live.
 func TestMigrationToSmallSegmentsKeepsTheLog(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t) // its pool connects on first use, after the rewrite below
+	e := pgstoretest.NewClocked(t) // its pool connects on first use, after the rewrite below
 	conn, err := pgx.Connect(ctx, e.URL)
 	if err != nil {
 		t.Fatal(err)

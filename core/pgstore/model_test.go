@@ -16,7 +16,7 @@ import (
 func TestWorkedExample(t *testing.T) {
 	t.Parallel()
 	setup := func(t *testing.T) *pgstoretest.Env {
-		e := pgstoretest.New(t)
+		e := pgstoretest.NewClocked(t)
 		pushN(t, e, "orders", "cust-42", "m", 6)
 		first := pop(t, e, queen.PopRequest{Queue: "orders", ConsumerGroup: "billing", Batch: 3})
 		if got := offsets(first.Messages); !equal(got, []int64{0, 1, 2}) {
@@ -76,7 +76,7 @@ func TestWorkedExample(t *testing.T) {
 // order, and created_at is monotone per partition, under concurrent pushes.
 func TestInvariantOrderPerPartition(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.NewRealTime(t)
+	e := pgstoretest.New(t)
 	const writers, perWriter = 8, 25
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -135,7 +135,7 @@ func TestInvariantOrderPerPartition(t *testing.T) {
 // Invariant 2: one leased batch per (partition, group).
 func TestInvariantOneLeasePerPartitionAndGroup(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "q", "a", "a", 5)
 	pushN(t, e, "q", "b", "b", 5)
 
@@ -171,7 +171,7 @@ func TestInvariantOneLeasePerPartitionAndGroup(t *testing.T) {
 // Invariant 3: an ack is an offset commit; the cursor never moves backwards.
 func TestInvariantAckIsOffsetCommit(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "q", "p", "m", 8)
 	res := pop(t, e, queen.PopRequest{Queue: "q", ConsumerGroup: "g", Batch: 8})
 	pid := res.Messages[0].PartitionID
@@ -208,7 +208,7 @@ func TestInvariantAckIsOffsetCommit(t *testing.T) {
 // Invariant 4: dedup is exact, per partition and windowed.
 func TestInvariantDedup(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	first := pushN(t, e, "q", "p", "tx", 1)[0]
 
 	// Same key, same partition, inside the window: a duplicate, nothing written.
@@ -252,7 +252,7 @@ func TestInvariantDedup(t *testing.T) {
 // lose; autoAck is at-most-once.
 func TestInvariantDelivery(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "q", "p", "m", 3)
 	res := pop(t, e, queen.PopRequest{Queue: "q", Batch: 3})
 	e.Clock.Advance(301 * time.Second)

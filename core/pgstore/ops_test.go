@@ -14,7 +14,7 @@ import (
 
 func TestTransactionIsAtomic(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "in", "p", "m", 2)
 	r := pop(t, e, queen.PopRequest{Queue: "in", Batch: 2})
 
@@ -64,7 +64,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 
 func TestMaxSize(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "q", queen.QueueOptions{MaxSize: ptr[int64](3)})
 	pushN(t, e, "q", "a", "a", 2)
 	_, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "q", Partition: "b", Payload: payload(1)}, {Queue: "q", Partition: "b", Payload: payload(2)}})
@@ -84,7 +84,7 @@ func TestMaxSize(t *testing.T) {
 
 func TestReaperRetentionAndDedup(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "done", queen.QueueOptions{CompletedRetentionSeconds: ptr(60), DedupWindowSeconds: ptr(30)})
 	pushN(t, e, "done", "p", "a", 2)
 	pushN(t, e, "done", "p", "b", 2)
@@ -117,7 +117,7 @@ func TestReaperRetentionAndDedup(t *testing.T) {
 
 func TestValidationWritesNothing(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	long := strings.Repeat("x", 256)
 	bad := []struct {
 		item  queen.PushItem
@@ -164,7 +164,7 @@ func TestValidationWritesNothing(t *testing.T) {
 // SQL metacharacters in names are just characters and round-trip exactly.
 func TestNamesRoundTrip(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	queue := "q/DROP:TABLE@x.y-z_1"
 	partition := `p"'); DELETE FROM queen.queues; -- ünï 🚀 \ %`
 	group := `g' OR '1'='1`
@@ -187,7 +187,7 @@ func TestNamesRoundTrip(t *testing.T) {
 
 func TestListingsAndLag(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	q, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Namespace: "ns", Options: queen.QueueOptions{LeaseTime: ptr(60), Priority: ptr(5)}})
 	if err != nil || q.Options.LeaseTime != 60 || q.Options.RetryLimit != queen.DefaultRetryLimit || q.Namespace != "ns" {
 		t.Fatalf("configure: %+v %v", q, err)
@@ -238,7 +238,7 @@ func TestListingsAndLag(t *testing.T) {
 // Migrations are idempotent and safe when several processes start at once.
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	if _, err := e.Pool.Exec(ctx, "DROP SCHEMA queen CASCADE"); err != nil {
 		t.Fatal(err)
 	}

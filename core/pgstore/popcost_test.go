@@ -19,7 +19,7 @@ import (
 // what a pop of a 10-partition queue touches.
 func TestWildcardPopCostIgnoresConsumedPartitions(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	const wide = 3000
 	items := make([]queen.PushItem, 0, wide)
 	for p := 0; p < wide; p++ {
@@ -115,7 +115,7 @@ func TestWildcardPopCostIgnoresConsumedPartitions(t *testing.T) {
 // had got to.
 func TestDeletesForgetTheRound(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "q", "a", "a", 2)
 	pushN(t, e, "q", "b", "b", 2)
 	for _, g := range []string{"g", "h"} {

@@ -19,7 +19,7 @@ import (
 // same items get the same statuses and offsets, and what a pop returns is
 // what the push said it stored, under the id the push reported.
 func TestOnePartitionPushAnswersAsAnyPush(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	trace := "trace-3"
 	first := []queen.PushItem{
 		{Payload: payload(map[string]any{"n": 1, "html": "<b>"}), TransactionID: "t1"},
@@ -128,7 +128,7 @@ func TestOnePartitionPushAnswersAsAnyPush(t *testing.T) {
 // hash of "victim" that points at the message of "m0"), as a 64-bit
 // collision would be.
 func TestDedupHashCollisionIsNotADuplicate(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	first := pushN(t, e, "hashq", "p", "m", 1)[0]
 	for _, spread := range []bool{false, true} {
 		victim := fmt.Sprintf("victim-%v", spread)
@@ -164,7 +164,7 @@ func TestDedupHashCollisionIsNotADuplicate(t *testing.T) {
 // the key is gone, even if the window later grows; without that run, it is
 // still there and the grown window takes it back.
 func TestDedupKeyStaysGoneAfterTheReaperWhenTheWindowGrows(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "long", queen.QueueOptions{}) // another queue keeps the default hour
 	for _, reap := range []bool{true, false} {
 		queue := fmt.Sprintf("short-%v", reap)
@@ -192,7 +192,7 @@ func TestDedupKeyStaysGoneAfterTheReaperWhenTheWindowGrows(t *testing.T) {
 // while the window is 0 records none, even once the window is back, and a
 // key still inside its window outlives its segment's retention.
 func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	one := func(queue, txid string) queen.PushResult {
 		t.Helper()
 		res, err := e.Store.Push(ctx, []queen.PushItem{{Queue: queue, Partition: "p", Payload: payload(1), TransactionID: txid}})
@@ -254,7 +254,7 @@ func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
 // and only the first message of each segment has a key: a key at or below
 // the delivered window then does not say that no copy lies beyond it.
 func TestAckOfAnUndeliveredRepeatWithoutDedup(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "nodedup", queen.QueueOptions{DedupWindowSeconds: ptr(0)})
 	pushQueued(t, e, "nodedup", "a")      // offset 0, the first of its segment
 	pushQueued(t, e, "nodedup", "b", "a") // offsets 1 and 2
@@ -275,7 +275,7 @@ func TestAckOfAnUndeliveredRepeatWithoutDedup(t *testing.T) {
 // key of the older copy, the first message of its segment, stays with its
 // segment. That older key must not pass for the newest.
 func TestAckOfAnUndeliveredRepeatAfterTheReaper(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "reused", queen.QueueOptions{DedupWindowSeconds: ptr(5)})
 	pushQueued(t, e, "reused", "a") // offset 0, the first of its segment
 	e.Clock.Advance(10 * time.Second)
@@ -310,7 +310,7 @@ func pushQueued(t *testing.T, e *pgstoretest.Env, queue string, txids ...string)
 // leave dedup working once the window is on: a period without dedup that
 // was never closed would hide every later first key.
 func TestConcurrentWindowChangesLeaveDedupOn(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "toggled", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
@@ -341,7 +341,7 @@ func TestConcurrentWindowChangesLeaveDedupOn(t *testing.T) {
 // under a long window followed by a short spell of window 0 with no reap
 // in it prunes nothing: once the window is back the key is still live.
 func TestWindowChangeWithoutAReapKeepsKeys(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "spell", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
 	pushQueued(t, e, "spell", "a")
 	e.Clock.Advance(10 * time.Second)
@@ -367,7 +367,7 @@ func TestWindowChangeWithoutAReapKeepsKeys(t *testing.T) {
 // for the lock; once A commits, B must report t2 as a duplicate at A's
 // offset and store only t0 and t3, right after A's messages.
 func TestBatchDedupSeesAPushThatCommitsWhileItWaits(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushQueued(t, e, "race", "t-old") // the partition exists: offset 0
 
 	tx, err := e.Pool.Begin(ctx)
@@ -504,7 +504,7 @@ func TestBatchDedupAcrossRetentionWhileItWaits(t *testing.T) {
 	}
 
 	t.Run("copy's segment gone, copy past the final window", func(t *testing.T) {
-		e := pgstoretest.New(t)
+		e := pgstoretest.NewClocked(t)
 		configureAt(e, `{"dedupWindowSeconds":60,"retentionSeconds":1}`)
 		pushAt(t, e.Pool, "q", []string{"x", "y"}, t0) // offsets 0, 1
 		reap(e.Pool, t0.Add(10*time.Second))           // the segment goes; y's key row stays
@@ -516,7 +516,7 @@ func TestBatchDedupAcrossRetentionWhileItWaits(t *testing.T) {
 		}
 	})
 	t.Run("copy's segment gone, key still inside the window", func(t *testing.T) {
-		e := pgstoretest.New(t)
+		e := pgstoretest.NewClocked(t)
 		configureAt(e, `{"dedupWindowSeconds":3600,"retentionSeconds":1}`)
 		pushAt(t, e.Pool, "q", []string{"x", "y"}, t0) // offsets 0, 1
 		reap(e.Pool, t0.Add(10*time.Second))           // the segment goes; y's key row stays
@@ -529,7 +529,7 @@ func TestBatchDedupAcrossRetentionWhileItWaits(t *testing.T) {
 		}
 	})
 	t.Run("push in between reaped before the lock", func(t *testing.T) {
-		e := pgstoretest.New(t)
+		e := pgstoretest.NewClocked(t)
 		configureAt(e, `{"dedupWindowSeconds":3600,"retentionSeconds":1}`)
 		pushAt(t, e.Pool, "q", []string{"old"}, t0) // offset 0
 		// A stores a, b at 1, 2; its segment is reaped before B locks.

@@ -14,7 +14,7 @@ import (
 // with 64 live leases a fresh partition is still found.
 func TestWildcardPopPassesLeasedPartitions(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	for i := 0; i < 70; i++ {
 		pushN(t, e, "q", fmt.Sprintf("p%02d", i), "a", 1)
 	}
@@ -34,7 +34,7 @@ func TestWildcardPopPassesLeasedPartitions(t *testing.T) {
 // now holds the head by sending retry/failed for a later offset.
 func TestStaleStopSignalKeepsTheLiveLease(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "q", "p", "m", 5)
 	a := pop(t, e, queen.PopRequest{Queue: "q", Batch: 5})
 	e.Clock.Advance(301 * time.Second)
@@ -56,7 +56,7 @@ func TestStaleStopSignalKeepsTheLiveLease(t *testing.T) {
 // oldest surviving message, which is dead-lettered on schedule.
 func TestRetentionGapKeepsAttemptCounting(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "q", queen.QueueOptions{RetentionSeconds: ptr(60), RetryLimit: ptr(1)})
 	pushN(t, e, "q", "p", "old", 3) // offsets 0..2
 	e.Clock.Advance(50 * time.Second)
@@ -96,7 +96,7 @@ func TestRetentionGapKeepsAttemptCounting(t *testing.T) {
 // whole; it never reports fewer results than items.
 func TestPushRacingQueueDeletion(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.NewRealTime(t)
+	e := pgstoretest.New(t)
 	pushN(t, e, "q1", "p", "a", 1)
 	pushN(t, e, "q2", "p", "a", 1)
 	tx, err := e.Pool.Begin(ctx)
@@ -130,7 +130,7 @@ func TestPushRacingQueueDeletion(t *testing.T) {
 
 func TestSubscriptionFromTheFutureIsRejected(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	_, err := e.Store.Pop(ctx, queen.PopRequest{Queue: "q", ConsumerGroup: "g", Mode: queen.SubscribeFrom, From: pgstoretest.Epoch.Add(time.Hour)})
 	if !errors.Is(err, queen.ErrInvalid) {
 		t.Fatalf("future subscriptionFrom: %v, want ErrInvalid", err)

@@ -20,7 +20,7 @@ import (
 // UUIDv7, and the id sent back later as the client's own is a duplicate of
 // the message it names, in that partition only, on every push path.
 func TestGeneratedIdsAreUUIDv7sThatDeduplicate(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	gen := func(partition string) queen.PushItem {
 		return queen.PushItem{Queue: "g", Partition: partition, Payload: payload(partition)}
 	}
@@ -89,7 +89,7 @@ func TestGeneratedIdsAreUUIDv7sThatDeduplicate(t *testing.T) {
 // A message removed by retention while its id's window is open still
 // makes that id a duplicate (SPEC §3.2), a generated id as any other.
 func TestGeneratedIdSentBackAfterRetentionIsADuplicate(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "r", queen.QueueOptions{DedupWindowSeconds: ptr(3600), RetentionSeconds: ptr(1)})
 	stored := append(pushGenerated(t, e, "r", "p", 1), pushGenerated(t, e, "r", "p", 3)...)
 	e.Clock.Advance(10 * time.Second)
@@ -133,7 +133,7 @@ func partitionNum(t *testing.T, e *pgstoretest.Env, queue, partition string) int
 // nothing that can be (digits that do not fit, not hex, upper case), the id
 // deduplicates like any other.
 func TestClientIdsInTheGeneratedForm(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "c", "p", "first", 1) // offset 0
 	num := partitionNum(t, e, "c", "p")
 	ids := []string{
@@ -168,7 +168,7 @@ func TestClientIdsInTheGeneratedForm(t *testing.T) {
 // Generated ids are unique across partitions too: one push to many new
 // partitions, all at offset 0 in the same millisecond.
 func TestGeneratedIdsOfOnePushAreDistinct(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	items := make([]queen.PushItem, 3000)
 	for i := range items {
 		items[i] = queen.PushItem{Queue: "wide", Partition: fmt.Sprintf("p%d", i), Payload: payload(i)}
@@ -191,7 +191,7 @@ func TestGeneratedIdsOfOnePushAreDistinct(t *testing.T) {
 // an older copy with a key must not pass for already committed.
 // (Found by review.)
 func TestAckFindsASelfLocatedCopyBeyondTheDeliveredWindow(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "q", queen.QueueOptions{DedupWindowSeconds: ptr(60)})
 	pushQueued(t, e, "q", "m0")
 	x := formID(partitionNum(t, e, "q", "p"), 10)
@@ -230,7 +230,7 @@ func TestGeneratedIdsFollowWindowChanges(t *testing.T) {
 		{"key pruned under a shorter window", 60, 100 * time.Second, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := pgstoretest.New(t)
+			e := pgstoretest.NewClocked(t)
 			configure(t, e, "w", queen.QueueOptions{DedupWindowSeconds: ptr(c.window)})
 			res := pushGenerated(t, e, "w", "p", 1)
 			e.Clock.Advance(c.advance)
@@ -254,7 +254,7 @@ func TestGeneratedIdsFollowWindowChanges(t *testing.T) {
 // does not fit a generated id: ids generated there are random, and
 // deduplicate all the same.
 func TestGeneratedIdsBeyondTheirOffsetRange(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "big", "p", "x", 1)
 	num := int64(len(strconv.FormatInt(partitionNum(t, e, "big", "p"), 16)))
 	last := int64(1)<<(4*(15-num)) - 3 // the next two fit, the third does not
@@ -315,7 +315,7 @@ func TestGeneratedIdsBeyondTheirOffsetRange(t *testing.T) {
 // the same (a push that skipped a key for an id that names nothing would
 // lose a duplicate).
 func TestGeneratedIdFormNamesPartitionAndOffset(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	form := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7a([1-9a-f])([1-9a-f])-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	for _, num := range []int64{1, 15, 16, 4095, 1 << 20, 1 << 40, 1<<56 - 1} {
 		for _, off := range []int64{0, 1, 15, 16, 1 << 24, 1 << 44, 1<<52 - 1, 1 << 52, 1<<56 - 1, 1 << 60, 1<<63 - 1} {
@@ -365,7 +365,7 @@ func pushGenerated(t *testing.T, e *pgstoretest.Env, queue, partition string, n 
 // index itself: one for each segment whose first id names some other
 // place or none, whoever made the id; and every id still deduplicates.
 func TestSelfLocatedSegmentsHaveNoFirstKeyEntry(t *testing.T) {
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	if _, err := e.Pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pageinspect"); err != nil {
 		t.Skipf("counting index entries needs the pageinspect extension: %v", err)
 	}

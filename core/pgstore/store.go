@@ -879,8 +879,8 @@ func (s *Store) ExtendLease(ctx context.Context, leaseID string, seconds int) (t
 	if !queen.IsUUID(leaseID) {
 		return time.Time{}, queen.Errorf(queen.ErrNotFound, "lease %s not found", leaseID)
 	}
-	if seconds < 0 || seconds > 7*86400 {
-		return time.Time{}, queen.Invalid("seconds", "must be between 1 and %d (or 0: the queue's leaseTime)", 7*86400)
+	if seconds < 0 || seconds > queen.MaxLeaseSeconds {
+		return time.Time{}, queen.Invalid("seconds", "must be between 1 and %d (0: the queue's leaseTime)", queen.MaxLeaseSeconds)
 	}
 	var out struct {
 		ExpiresAt time.Time `json:"expiresAt"`

@@ -11,7 +11,7 @@ import (
 
 func TestSubscriptionModes(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "q", "old", "a", 3) // at Epoch
 	e.Clock.Advance(time.Minute)
 	mid := e.Clock.Now()
@@ -55,7 +55,7 @@ func TestSubscriptionModes(t *testing.T) {
 // empty, and a 'new' subscription made then sees what is pushed later.
 func TestPopBeforeQueueExists(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	if r := pop(t, e, queen.PopRequest{Queue: "future", ConsumerGroup: "g", Mode: queen.SubscribeNew}); len(r.Messages) != 0 {
 		t.Fatalf("pop of a missing queue returned %d messages", len(r.Messages))
 	}
@@ -71,7 +71,7 @@ func TestPopBeforeQueueExists(t *testing.T) {
 
 func TestSeek(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "q", "p", "a", 3)
 	e.Clock.Advance(time.Minute)
 	mid := e.Clock.Now()
@@ -138,7 +138,7 @@ func TestSeek(t *testing.T) {
 
 func TestDelayedProcessingAndWindowBuffer(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	configure(t, e, "delayed", queen.QueueOptions{DelayedProcessing: ptr(10)})
 	pushN(t, e, "delayed", "p", "a", 1)
 	e.Clock.Advance(5 * time.Second)
@@ -168,7 +168,7 @@ func TestDelayedProcessingAndWindowBuffer(t *testing.T) {
 
 func TestMultiPartitionPop(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	for _, p := range []string{"a", "b", "c"} {
 		pushN(t, e, "q", p, p, 4)
 	}
@@ -203,7 +203,7 @@ func TestMultiPartitionPop(t *testing.T) {
 // every partition before returning to one.
 func TestWildcardPopIsFair(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	const parts = 10
 	for i := 0; i < parts; i++ {
 		pushN(t, e, "q", string(rune('a'+i)), "m", 3)

@@ -20,7 +20,7 @@ import (
 // as another type, or decode a reply as the wrong one. Each declaration
 // must be what the server itself gives the statement.
 func TestTypedStatements(t *testing.T) {
-	env := pgstoretest.New(t)
+	env := pgstoretest.NewClocked(t)
 	ctx := context.Background()
 	conn, err := env.Pool.Acquire(ctx)
 	if err != nil {
@@ -65,7 +65,7 @@ func (q queryRowOnly) QueryRow(ctx context.Context, sql string, args ...any) pgx
 // A Store over some other DB sends the same statements as text through its
 // QueryRow: pushes to one and to several partitions, a pop and an ack work.
 func TestStoreOverAnotherDB(t *testing.T) {
-	env := pgstoretest.New(t)
+	env := pgstoretest.NewClocked(t)
 	ctx := context.Background()
 	s := pgstore.New(queryRowOnly{env.Pool}, pgstore.Config{Clock: env.Clock.Now})
 	item := func(part, txid string, n int) queen.PushItem {

@@ -25,6 +25,9 @@ const (
 	MaxPushItems = 10000
 	// MaxNameBytes is the longest queue, partition, group or transaction id.
 	MaxNameBytes = 255
+	// MaxLeaseSeconds is the longest lease: a queue's leaseTime, and a lease
+	// extension.
+	MaxLeaseSeconds = 7 * 86400
 )
 
 // PushItem is one message to append.

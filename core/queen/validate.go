@@ -274,7 +274,7 @@ func (o QueueOptions) Validate() error {
 	}
 	const day = 86400
 	for _, r := range []rng{
-		{"leaseTime", o.LeaseTime, 1, 7 * day},
+		{"leaseTime", o.LeaseTime, 1, MaxLeaseSeconds},
 		{"retryLimit", o.RetryLimit, 0, 1000},
 		{"retryDelay", o.RetryDelay, 0, 7 * day * 1000},
 		{"ttl", o.TTL, 0, 3650 * day},

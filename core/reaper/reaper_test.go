@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { pgstoretest.Main(m) }
 
 func TestHandlerReapsAndReports(t *testing.T) {
 	t.Parallel()
-	env := pgstoretest.New(t)
+	env := pgstoretest.NewClocked(t)
 	ctx := context.Background()
 	items := []queen.PushItem{
 		{Queue: "jobs", Partition: "a", Payload: json.RawMessage(`1`)},
@@ -106,7 +106,7 @@ func TestHandlerReapsAndReports(t *testing.T) {
 
 func TestLoopStopsWithContext(t *testing.T) {
 	t.Parallel()
-	env := pgstoretest.NewRealTime(t)
+	env := pgstoretest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var logs lockedBuffer

@@ -22,7 +22,7 @@ func TestHarnessSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the benchmark harness runs in the full lane (make test)")
 	}
-	e := pgstoretest.New(t)
+	e := pgstoretest.NewClocked(t)
 	dir := t.TempDir()
 	var out bytes.Buffer
 	rep, err := bench.Run(context.Background(), bench.Config{URL: e.URL, Duration: 300 * time.Millisecond,

@@ -1,5 +1,6 @@
 // Package pgstoretest gives tests a migrated, isolated Postgres database
-// and a Store over it whose clock the test controls.
+// and a Store over it: on the database's clock, as production runs
+// (New), or on a clock the test controls (NewClocked).
 //
 // Use it from a TestMain:
 //
@@ -52,7 +53,7 @@ func (c *Clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// Env is one test's database, pool, store and clock.
+// Env is one test's database, pool, store and clock (nil: the database's).
 type Env struct {
 	Pool  *pgxpool.Pool
 	Store *pgstore.Store
@@ -63,9 +64,29 @@ type Env struct {
 // Epoch is where test clocks start.
 var Epoch = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-// New returns a fresh migrated database with a Store on a test clock.
+// New returns a fresh migrated database with a Store built as every entry
+// point builds it: on the database's clock, with no other setting (tests
+// that need keys or a logger build theirs with pgstore.New, as the mains
+// do). Use it unless the test must move time.
 func New(t testing.TB) *Env {
 	t.Helper()
+	e := newEnv(t)
+	e.Store = pgstore.New(e.Pool, pgstore.Config{})
+	return e
+}
+
+// NewClocked is New with a test clock (pgstore.Config.Clock) that stands
+// still until the test moves it: for tests of leases, delays, retention
+// and dedup windows, which would otherwise wait for real time to pass.
+func NewClocked(t testing.TB) *Env {
+	t.Helper()
+	e := newEnv(t)
+	e.Clock = NewClock(Epoch)
+	e.Store = pgstore.New(e.Pool, pgstore.Config{Clock: e.Clock.Now})
+	return e
+}
+
+func newEnv(t testing.TB) *Env {
 	url := pgtest.NewDatabase(t)
 	cfg, err := pgstore.PoolConfig(url)
 	if err != nil {
@@ -77,15 +98,5 @@ func New(t testing.TB) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	clock := NewClock(Epoch)
-	return &Env{Pool: pool, Clock: clock, URL: url, Store: pgstore.New(pool, pgstore.Config{Clock: clock.Now})}
-}
-
-// NewRealTime is New with the database clock instead of a test clock.
-func NewRealTime(t testing.TB) *Env {
-	t.Helper()
-	e := New(t)
-	e.Store = pgstore.New(e.Pool, pgstore.Config{})
-	e.Clock = nil
-	return e
+	return &Env{Pool: pool, URL: url}
 }

@@ -1,8 +1,9 @@
 -- $1 queue, $2 partition (null = every partition), $3 from offset, $4 limit,
--- $5 now. Each message carries its status derived from the cursors:
--- dead_letter when a group dead-lettered it; completed when every
--- subscribed group's position is at or past it; processing when a live
--- lease covers it; pending otherwise (also when no group subscribes).
+-- $5 now (null = the database clock). Each message carries its status
+-- derived from the cursors: dead_letter when a group dead-lettered it;
+-- completed when every subscribed group's position is at or past it;
+-- processing when a live lease covers it; pending otherwise (also when no
+-- group subscribes).
 SELECT coalesce(json_agg(json_build_object(
            'id', queen.message_id(m.pid, m.off), 'transactionId', m.txid, 'partitionId', m.pid,
            'partition', m.pname, 'queue', m.qname, 'offset', m.off, 'data', queen.payload_json(m.payload, m.key_id), 'keyId', m.key_id,
@@ -17,7 +18,8 @@ FROM (
                   THEN 'dead_letter'
                 WHEN b.total > 0 AND b.consumed_by = b.total THEN 'completed'
                 WHEN EXISTS (SELECT 1 FROM queen.consumers c
-                             WHERE c.partition_id = b.pid AND c.lease_id IS NOT NULL AND c.lease_expires_at > $5
+                             WHERE c.partition_id = b.pid AND c.lease_id IS NOT NULL
+                               AND c.lease_expires_at > coalesce($5::timestamptz, now())
                                AND c.committed < b.off AND b.off <= c.batch_end)
                   THEN 'processing'
                 ELSE 'pending' END AS status

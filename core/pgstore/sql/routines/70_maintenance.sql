@@ -10,10 +10,10 @@ RETURNS json LANGUAGE sql STABLE AS $$
 $$;
 
 -- set_maintenance switches one maintenance mode ('push' or 'pop') and
--- returns both.
+-- returns both. p_now NULL: the database's clock (as in every routine).
 CREATE OR REPLACE FUNCTION queen.set_maintenance(p_mode text, p_enabled boolean, p_now timestamptz)
 RETURNS json LANGUAGE sql AS $$
-    INSERT INTO queen.maintenance (mode, enabled, updated_at) VALUES (p_mode, p_enabled, p_now)
+    INSERT INTO queen.maintenance (mode, enabled, updated_at) VALUES (p_mode, p_enabled, coalesce(p_now, clock_timestamp()))
     ON CONFLICT (mode) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at;
     SELECT queen.maintenance_state();
 $$;
