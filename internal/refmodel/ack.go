@@ -136,11 +136,21 @@ func (m *Model) ack(items []AckItem, now time.Time, strict bool) ([]AckResult, e
 			rejected = true
 		case off < 0:
 			// At or below the cursor, however old: nothing to check.
+		case it.LeaseID != "" && (c.lease == nil || c.lease.id != it.LeaseID || !c.lease.expires.After(now)):
+			// Named first: after a seek the message may no longer count as
+			// delivered, but what the caller must learn is that its lease
+			// is gone.
+			res[i] = AckResult{Code: CodeConflict, Error: "invalid or expired lease"}
+			rejected = true
 		case off > c.delivered:
 			res[i] = AckResult{Code: CodeConflict, Error: fmt.Sprintf("message not delivered to consumer group %s", it.Group)}
 			rejected = true
-		case it.LeaseID != "" && (c.lease == nil || c.lease.id != it.LeaseID || !c.lease.expires.After(now)):
-			res[i] = AckResult{Code: CodeConflict, Error: "invalid or expired lease"}
+		case strict && it.LeaseID == "" && (it.Status == Retry || it.Status == Failed) &&
+			(c.lease == nil || !c.lease.expires.After(now)):
+			// A transaction reports a failure on a live delivery, once: the
+			// first report released the lease, so a repeat is refused
+			// instead of charging the attempt again.
+			res[i] = AckResult{Code: CodeConflict, Error: ErrNoLiveDelivery}
 			rejected = true
 		}
 	}
@@ -376,6 +386,11 @@ func (m *Model) applyUnit(q *queue, p *partition, group string, items []resolved
 
 // ErrLease: a transaction's required lease is not live.
 var ErrLease = errors.New("invalid or expired lease")
+
+// ErrNoLiveDelivery is the refusal of a transaction's retry or failed ack
+// without a leaseId when no live lease holds its message.
+const ErrNoLiveDelivery = "no live lease holds the message: a transaction reports a retry or failure once, " +
+	"while the delivery it reports on is leased"
 
 // Transaction applies acks and pushes atomically (SPEC §3.7): every
 // required lease must be live, the acks are strict (see ack), then the

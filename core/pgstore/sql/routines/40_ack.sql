@@ -240,12 +240,17 @@ END
 $fn$;
 
 -- _ack_problem says why an ack item must be refused, or NULL: its
--- partition does not exist; its message was never delivered to the group
--- (beyond the cursor's delivered window, or no cursor at all); its leaseId
--- is not the live lease. An item at or below the cursor is a no-op, except
--- in a transaction (p_strict), which acks each message once.
+-- partition does not exist; its leaseId is not the live lease (named before
+-- the next reason: after a seek the caller must learn its lease is gone);
+-- its message was never delivered to the group (beyond the cursor's
+-- delivered window, or no cursor at all). An item at or below the cursor
+-- is a no-op, except in a transaction (p_strict), which acks each message
+-- once; and a transaction's retry or failed without a leaseId needs a live
+-- lease, or a repeat of it would charge the attempt again.
+DROP FUNCTION IF EXISTS queen._ack_problem(boolean, text, bigint, bigint, bigint, uuid, uuid, timestamptz,
+                                          timestamptz, boolean);
 CREATE OR REPLACE FUNCTION queen._ack_problem(p_part_missing boolean, p_grp text, p_committed bigint,
-                                               p_delivered bigint, p_off bigint, p_lease uuid,
+                                               p_delivered bigint, p_off bigint, p_status text, p_lease uuid,
                                                p_cur_lease uuid, p_expires timestamptz, p_now timestamptz,
                                                p_strict boolean)
 RETURNS text LANGUAGE sql STABLE AS $$
@@ -254,9 +259,13 @@ RETURNS text LANGUAGE sql STABLE AS $$
         WHEN p_committed IS NULL THEN format('message not delivered to consumer group %s', p_grp)
         WHEN p_off IS NULL THEN
             CASE WHEN p_strict THEN 'already committed or unknown: a transaction acks each message once' END
-        WHEN p_off > p_delivered THEN format('message not delivered to consumer group %s', p_grp)
         WHEN p_lease IS NOT NULL AND (p_cur_lease IS DISTINCT FROM p_lease OR p_expires <= p_now)
             THEN 'invalid or expired lease'
+        WHEN p_off > p_delivered THEN format('message not delivered to consumer group %s', p_grp)
+        WHEN p_strict AND p_lease IS NULL AND p_status IN ('retry', 'failed')
+             AND (p_cur_lease IS NULL OR p_expires <= p_now)
+            THEN 'no live lease holds the message: a transaction reports a retry or failure once, '
+                 'while the delivery it reports on is leased'
     END
 $$;
 
@@ -288,7 +297,7 @@ BEGIN
     PERFORM queen._ack_lock(p_pids, p_grps);
     SELECT array_agg(ROW(it.idx, it.pid, it.grp, it.txid, it.status, it.lease, it.err, it.off,
                          queen._ack_problem(it.part_missing, it.grp, it.committed, it.delivered, it.off,
-                                            it.lease, it.cur_lease, it.expires, v_now, p_strict),
+                                            it.status, it.lease, it.cur_lease, it.expires, v_now, p_strict),
                          CASE WHEN it.part_missing THEN 'not_found' ELSE 'conflict' END)::queen.ack_item
                      ORDER BY it.idx)
     INTO v_items
