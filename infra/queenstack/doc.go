@@ -9,7 +9,9 @@
 //	       ──IAM──▶ PostgreSQL (RDS instance or Aurora Serverless v2, encrypted, private)
 //
 // and beside it: the reaper on an EventBridge schedule, an optional SQS ingest queue
-// feeding push with partial-batch responses, and a custom resource that invokes the
+// feeding push with partial-batch responses, an alarmed SQS queue keeping the events of
+// push's asynchronous invocations (SNS, EventBridge) that still fail after Lambda's two
+// retries (its on-failure destination), and a custom resource that invokes the
 // migrate function on every create and update, before the API, the schedule, the
 // ingest mapping and the code of every other function are created or updated (so an
 // upgrade never runs new code against old SQL routines). Migrate is the only function that reads the master secret; it

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdadestinations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/customresources"
@@ -85,6 +86,33 @@ func newReaperSchedule(s awscdk.Stack, p Props, reaper awslambda.Function) awsev
 			MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(p.ReaperRateMinutes)),
 		})},
 	})
+}
+
+// Lambda's defaults for asynchronous invocations, written out for push.
+const (
+	pushAsyncRetryAttempts = 2
+	pushAsyncMaxEventAge   = 6 // hours
+)
+
+// newPushFailureDestination keeps what push's asynchronous invocations fail to
+// store. SNS and EventBridge (and any invoke with --invocation-type Event) invoke push
+// asynchronously: Lambda retries a failed event twice, and keeps it for up to six
+// hours while push is throttled, then sends it, with the error, to this queue
+// (SQS-managed encryption, TLS only, 14 days) instead of dropping it. Push's role
+// gets sqs:SendMessage on the queue. Its depth is alarmed (monitoring.go).
+func newPushFailureDestination(s awscdk.Stack, p Props, push awslambda.Function) awssqs.Queue {
+	q := awssqs.NewQueue(s, jsii.String("PushFailedEventsQueue"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:   removal(p),
+	})
+	push.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+		RetryAttempts: jsii.Number(pushAsyncRetryAttempts),
+		MaxEventAge:   awscdk.Duration_Hours(jsii.Number(pushAsyncMaxEventAge)),
+		OnFailure:     awslambdadestinations.NewSqsDestination(q),
+	})
+	return q
 }
 
 // newIngest defines the SQS ingest queue with its own dead-letter queue and maps it to

@@ -136,8 +136,10 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 		alarm(id+"ErrorsAlarm", "Queen "+name+" function errors (crashes or timeouts)", fn.MetricErrors(sum), rule{threshold: p.FunctionErrorsThreshold, periods: 1})
 		alarm(id+"ThrottlesAlarm", "Queen "+name+" function throttled", fn.MetricThrottles(sum), rule{threshold: p.FunctionThrottlesThreshold, periods: 1})
 	}
+	maxOf := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five}
+	alarm("PushFailedEventsAlarm", "SNS/EventBridge events push could not store after Lambda's retries sit in the push failed-events queue",
+		st.PushFailedEvents.MetricApproximateNumberOfMessagesVisible(maxOf), rule{threshold: 0, periods: 1})
 	if st.IngestDLQ != nil {
-		maxOf := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five}
 		alarm("IngestDeadLetterAlarm", "SQS ingest messages could not be pushed and sit in the ingest DLQ",
 			st.IngestDLQ.MetricApproximateNumberOfMessagesVisible(maxOf), rule{threshold: 0, periods: 1})
 		alarm("IngestMessageAgeAlarm", fmt.Sprintf("The oldest SQS ingest message is older than %v s: push is failing or cannot keep up", p.IngestMessageAgeSecThreshold),
@@ -206,6 +208,9 @@ func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDe
 			graph("Database free storage (bytes)", st.Database.Metric(map[bool]string{true: "FreeLocalStorage", false: "FreeStorageSpace"}[st.Props.Engine == EngineAurora], nil)),
 		},
 	}
+	rows = append(rows, []awscloudwatch.IWidget{
+		graph("Failed async push events visible", st.PushFailedEvents.MetricApproximateNumberOfMessagesVisible(nil)),
+	})
 	if st.IngestQueue != nil {
 		rows = append(rows, []awscloudwatch.IWidget{
 			graph("Ingest queue visible", st.IngestQueue.MetricApproximateNumberOfMessagesVisible(nil)),

@@ -60,6 +60,14 @@ func suppressNagFindings(st *Stack) {
 		"A failed reaper pass is not retried and needs no record: the next tick repeats it, and failures "+
 			"raise the reaper's Errors alarm (and, when the reaper stops, the DLQ-depth and lag alarms).")
 
+	// Push's asynchronous invocations are compliant with Serverless-LambdaAsyncFailureDestination
+	// (PushFailedEventsQueue is their on-failure destination); the queue is the end of the line.
+	failedEventsReason := "This queue is the on-failure destination of push's asynchronous invocations " +
+		"(SNS, EventBridge), the end of the line: its records wait (14 days, alarmed) for an operator, who " +
+		"re-publishes the event after fixing the cause."
+	suppress(st.PushFailedEvents, "AwsSolutions-SQS3", failedEventsReason)
+	suppress(st.PushFailedEvents, "Serverless-SQSRedrivePolicy", failedEventsReason)
+
 	// The migration provider is CDK's custom resource framework (one Node.js function
 	// that relays the CloudFormation event to migrate).
 	provider := st.Stack.Node().FindChild(jsii.String("MigrationProvider"))
@@ -105,11 +113,15 @@ func suppressNagFindings(st *Stack) {
 	}
 }
 
-// lambdaDLQReason is why each function has no dead-letter queue: none is invoked
-// asynchronously with an event worth keeping.
+// lambdaDLQReason is why each function has no dead-letter queue: push keeps its
+// failed asynchronous events in an on-failure destination instead, and no other
+// function is invoked asynchronously with an event worth keeping.
 var lambdaDLQReason = map[string]string{
-	"push": "Invoked synchronously by API Gateway (the caller gets the error) and by the SQS mapping, " +
-		"whose failed messages go to the ingest queue's own DLQ; never asynchronously.",
+	"push": "Invoked synchronously by API Gateway (the caller gets the error) and by the SQS mapping " +
+		"(failed messages go to the ingest queue's own DLQ), and asynchronously by SNS and EventBridge: " +
+		"those events, once Lambda's retries fail, go to the on-failure destination PushFailedEventsQueue " +
+		"(alarmed), which AWS recommends over a DLQ as it also records the error. A DLQ beside it would " +
+		"receive every failed event a second time.",
 	"pop":   "Invoked synchronously by API Gateway only: the caller gets every error.",
 	"ack":   "Invoked synchronously by API Gateway only: the caller gets every error.",
 	"dlq":   "Invoked synchronously by API Gateway only: the caller gets every error.",

@@ -40,9 +40,13 @@ type Stack struct {
 	// IngestQueue and IngestDLQ are nil when the ingest queue is disabled.
 	IngestQueue awssqs.Queue
 	IngestDLQ   awssqs.Queue
-	AlarmTopic  awssns.Topic
-	Alarms      []awscloudwatch.Alarm
-	Dashboard   awscloudwatch.Dashboard
+	// PushFailedEvents is the on-failure destination of push's asynchronous
+	// invocations (SNS, EventBridge): events push failed to store after Lambda's
+	// retries.
+	PushFailedEvents awssqs.Queue
+	AlarmTopic       awssns.Topic
+	Alarms           []awscloudwatch.Alarm
+	Dashboard        awscloudwatch.Dashboard
 }
 
 // Network is the VPC and the security groups of each tier.
@@ -108,6 +112,7 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 	s.Migration = newMigration(s.Stack, p, s)
 	s.API, s.Stage = newAPI(s.Stack, p, s.Functions)
 	s.ReaperRule = newReaperSchedule(s.Stack, p, s.Functions["reaper"])
+	s.PushFailedEvents = newPushFailureDestination(s.Stack, p, s.Functions["push"])
 	if p.Ingest() {
 		s.IngestQueue, s.IngestDLQ = newIngest(s.Stack, p, s.Functions["push"], s.Migration)
 	}
@@ -138,6 +143,8 @@ func (s *Stack) outputs() {
 		out("IngestQueueUrl", *s.IngestQueue.QueueUrl(), "SQS queue whose messages the push function ingests")
 		out("IngestDeadLetterQueueUrl", *s.IngestDLQ.QueueUrl(), "Ingest messages that failed IngestMaxReceiveCount times")
 	}
+	out("PushFailedEventsQueueUrl", *s.PushFailedEvents.QueueUrl(),
+		"SNS/EventBridge (asynchronous) events push failed to store after Lambda's retries, with the error")
 	out("AlarmTopicArn", *s.AlarmTopic.TopicArn(), "SNS topic of every alarm; subscribe to be notified")
 	out("DashboardName", *s.Dashboard.DashboardName(), "CloudWatch dashboard")
 	out("ProxyEndpoint", *s.Proxy.Endpoint(), "RDS Proxy endpoint the functions connect to")

@@ -924,6 +924,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			check(key{"AWS/Lambda", "Errors", fn}, gt, 0, "notBreaching")
 			check(key{"AWS/Lambda", "Throttles", fn}, gt, 0, "notBreaching")
 		}
+		check(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", fmt.Sprintf(`{"Fn::GetAtt":["%s","QueueName"]}`, s.id(s.stack.PushFailedEvents))}, gt, 0, "notBreaching")
 		if s.stack.Props.Ingest() {
 			check(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", fmt.Sprintf(`{"Fn::GetAtt":["%s","QueueName"]}`, s.id(s.stack.IngestDLQ))}, gt, 0, "notBreaching")
 			check(key{"AWS/SQS", "ApproximateAgeOfOldestMessage", fmt.Sprintf(`{"Fn::GetAtt":["%s","QueueName"]}`, s.id(s.stack.IngestQueue))}, gt, DefaultIngestMessageAgeSecThreshold, "notBreaching")
@@ -1047,6 +1048,7 @@ func TestIngestQueue(t *testing.T) {
 	t.Run("on", func(t *testing.T) {
 		s := defaults.get(t)
 		queues := s.resources("AWS::SQS::Queue")
+		delete(queues, s.id(s.stack.PushFailedEvents)) // TestPushAsyncFailuresKept
 		q, ok := queues[s.id(s.stack.IngestQueue)]
 		if !ok || len(queues) != 2 {
 			t.Fatalf("want the ingest queue and its DLQ, got %d queues", len(queues))
@@ -1083,11 +1085,125 @@ func TestIngestQueue(t *testing.T) {
 	})
 	t.Run("off", func(t *testing.T) {
 		s := custom.get(t)
-		if n := len(s.resources("AWS::SQS::Queue")) + len(s.resources("AWS::Lambda::EventSourceMapping")); n != 0 {
+		queues := s.resources("AWS::SQS::Queue")
+		delete(queues, s.id(s.stack.PushFailedEvents)) // push's async failures, with or without ingest
+		if n := len(queues) + len(s.resources("AWS::Lambda::EventSourceMapping")); n != 0 {
 			t.Errorf("ingest disabled but %d queue/mapping resources", n)
 		}
 		if path(s.json, "Outputs", "IngestQueueUrl") != nil {
 			t.Errorf("ingest disabled but IngestQueueUrl output present")
+		}
+	})
+}
+
+// pushFailureQueue is the logical id of the on-failure destination of push's
+// asynchronous invocations (SNS, EventBridge, invoke --invocation-type Event), read
+// from the template: the queue its EventInvokeConfig names, or "" without one.
+func (s *synthesized) pushFailureQueue(t *testing.T) (string, map[string]any) {
+	t.Helper()
+	push := s.id(s.stack.Functions["push"])
+	var queue string
+	var config map[string]any
+	for id, c := range s.resources("AWS::Lambda::EventInvokeConfig") {
+		if ref(props(c)["FunctionName"]) != push {
+			continue
+		}
+		if config != nil {
+			t.Errorf("push has more than one async invoke config (%s)", id)
+		}
+		config = props(c)
+		queue = getAtt(path(config, "DestinationConfig", "OnFailure", "Destination"), "Arn")
+	}
+	return queue, config
+}
+
+// SNS and EventBridge invoke push asynchronously: an event push still fails after
+// Lambda's retries is kept in an encrypted, alarmed queue, never dropped.
+func TestPushAsyncFailuresKept(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		queue, config := s.pushFailureQueue(t)
+		if config == nil {
+			t.Fatalf("no async invoke config on push: a failed SNS/EventBridge event is dropped")
+		}
+		q, ok := s.resources("AWS::SQS::Queue")[queue]
+		if !ok {
+			t.Fatalf("push's on-failure destination %s is not an SQS queue of the stack", toJSON(t, config["DestinationConfig"]))
+		}
+		if want := s.id(s.stack.PushFailedEvents); queue != want {
+			t.Errorf("push's on-failure destination is %s, want Stack.PushFailedEvents (%s)", queue, want)
+		}
+		if config["MaximumRetryAttempts"] != 2.0 || config["MaximumEventAgeInSeconds"] != 6*3600.0 || config["Qualifier"] != "$LATEST" {
+			t.Errorf("push async invoke: %v retries, events kept %v s, qualifier %v; want 2, 21600 s (Lambda's defaults), $LATEST",
+				config["MaximumRetryAttempts"], config["MaximumEventAgeInSeconds"], config["Qualifier"])
+		}
+		if path(config, "DestinationConfig", "OnSuccess") != nil {
+			t.Errorf("push has an on-success destination %s", toJSON(t, path(config, "DestinationConfig", "OnSuccess")))
+		}
+
+		// The queue: encrypted, TLS only, 14 days to look at a failed event.
+		qp := props(q)
+		if qp["SqsManagedSseEnabled"] != true && qp["KmsMasterKeyId"] == nil {
+			t.Errorf("push failure queue not encrypted: %s", toJSON(t, qp))
+		}
+		if qp["MessageRetentionPeriod"] != 14*24*3600.0 {
+			t.Errorf("push failure queue keeps messages %v s, want 14 days", qp["MessageRetentionPeriod"])
+		}
+		var tlsOnly bool
+		for _, pol := range s.resources("AWS::SQS::QueuePolicy") {
+			pp := props(pol)
+			if !contains(refsOf(pp["Queues"]), queue) {
+				continue
+			}
+			for _, st := range asList(path(pp, "PolicyDocument", "Statement")) {
+				tlsOnly = tlsOnly || (path(st, "Effect") == "Deny" && path(st, "Condition", "Bool", "aws:SecureTransport") == "false")
+			}
+		}
+		if !tlsOnly {
+			t.Errorf("push failure queue does not deny requests without TLS")
+		}
+
+		// Push's role may send to it (Lambda sends the record as the function).
+		pushRole := s.id(s.stack.Functions["push"].Role())
+		var send bool
+		for _, pol := range s.resources("AWS::IAM::Policy") {
+			pp := props(pol)
+			if !contains(refsOf(pp["Roles"]), pushRole) {
+				continue
+			}
+			for _, st := range asList(path(pp, "PolicyDocument", "Statement")) {
+				if path(st, "Effect") == "Allow" && contains(asStrings(path(st, "Action")), "sqs:SendMessage") &&
+					getAtt(path(st, "Resource"), "Arn") == queue {
+					send = true
+				}
+			}
+		}
+		if !send {
+			t.Errorf("push's role may not sqs:SendMessage to its on-failure queue %s", queue)
+		}
+
+		// Any message in it raises an alarm on the alarm topic.
+		topic := s.id(s.stack.AlarmTopic)
+		var alarmed bool
+		for id, a := range s.resources("AWS::CloudWatch::Alarm") {
+			ap := props(a)
+			if ap["Namespace"] != "AWS/SQS" || ap["MetricName"] != "ApproximateNumberOfMessagesVisible" ||
+				getAtt(path(ap, "Dimensions", 0, "Value"), "QueueName") != queue {
+				continue
+			}
+			alarmed = true
+			if ap["ComparisonOperator"] != "GreaterThanThreshold" || ap["Threshold"] != 0.0 || ap["EvaluationPeriods"] != 1.0 {
+				t.Errorf("alarm %s: %v %v over %v periods, want any visible message (> 0, one period)", id, ap["ComparisonOperator"], ap["Threshold"], ap["EvaluationPeriods"])
+			}
+			if !contains(refsOf(ap["AlarmActions"]), topic) {
+				t.Errorf("alarm %s does not notify the alarm topic", id)
+			}
+		}
+		if !alarmed {
+			t.Errorf("no alarm on the visible messages of push's on-failure queue %s", queue)
+		}
+
+		if ref(path(s.json, "Outputs", "PushFailedEventsQueueUrl", "Value")) != queue {
+			t.Errorf("output PushFailedEventsQueueUrl %s, want the URL of %s", toJSON(t, path(s.json, "Outputs", "PushFailedEventsQueueUrl")), queue)
 		}
 	})
 }
