@@ -24,6 +24,22 @@ func ValidateQueueName(field, name string) error {
 			return Invalid(field, "%q has a character outside [A-Za-z0-9._:@/-]", name)
 		}
 	}
+	return ValidateRoutable(field, name)
+}
+
+// ValidateRoutable refuses a name that a route taking it in its path could
+// not reach: HTTP clients and routers remove empty and dot segments from a
+// path, so a queue, partition, consumer group or transactionId that,
+// split at "/", has an empty part or a part that is "." or ".." (such as
+// "/", "a/", "a//b", "." or "a/../b") is refused where it is first given
+// (push, configure, pop), so that none is stored that could not be popped,
+// browsed, retried or deleted.
+func ValidateRoutable(field, name string) error {
+	for part := range strings.SplitSeq(name, "/") {
+		if part == "" || part == "." || part == ".." {
+			return Invalid(field, "%q cannot be reached in a URL path: no part of it between slashes may be empty, . or ..", name)
+		}
+	}
 	return nil
 }
 
@@ -45,6 +61,15 @@ func ValidateText(field, s string) error {
 		}
 	}
 	return nil
+}
+
+// validatePathText is ValidateText and ValidateRoutable: a name a route
+// takes in its path.
+func validatePathText(field, s string) error {
+	if err := ValidateText(field, s); err != nil {
+		return err
+	}
+	return ValidateRoutable(field, s)
 }
 
 // ValidatePayload checks that a payload is one valid JSON value in UTF-8.
@@ -79,11 +104,11 @@ func NormalizePush(items []PushItem) ([]PushItem, error) {
 		}
 		if it.Partition == "" {
 			it.Partition = DefaultPartition
-		} else if err := ValidateText("partition", it.Partition); err != nil {
+		} else if err := validatePathText("partition", it.Partition); err != nil {
 			return nil, itemField("items", i, err)
 		}
 		if it.TransactionID != "" {
-			if err := ValidateText("transactionId", it.TransactionID); err != nil {
+			if err := validatePathText("transactionId", it.TransactionID); err != nil {
 				return nil, itemField("items", i, err)
 			}
 		}
@@ -130,7 +155,7 @@ func NormalizePop(req PopRequest) (PopRequest, error) {
 	}
 	if req.ConsumerGroup == "" {
 		req.ConsumerGroup = QueueModeGroup
-	} else if err := ValidateText("consumerGroup", req.ConsumerGroup); err != nil {
+	} else if err := validatePathText("consumerGroup", req.ConsumerGroup); err != nil {
 		return req, err
 	}
 	if req.Batch == 0 {
