@@ -219,6 +219,34 @@ func TestEncryptedQueueRoundTrip(t *testing.T) {
 	if r := noKey.do("GET", "/api/v1/dlq?queue=vault", nil); r.status != 503 {
 		t.Fatalf("dlq list without the key: %d %s, want 503", r.status, r.body)
 	}
+	// The listing of every queue goes on without the key: a plain queue's
+	// dead letter is read, the sealed one listed with its data withheld.
+	noKey.expect("POST", "/api/v1/push", `{"items":[{"queue":"plain","payload":"open"}]}`, 201)
+	var pl popped
+	noKey.expect("GET", "/api/v1/pop/queue/plain", nil, 200).json(t, &pl)
+	noKey.expect("POST", "/api/v1/ack", map[string]any{"transactionId": pl.Messages[0].TransactionID,
+		"partitionId": pl.PartitionID, "status": "dlq", "leaseId": pl.LeaseID}, 200)
+	var all struct {
+		Total    int `json:"total"`
+		Messages []struct {
+			Queue           string          `json:"queue"`
+			Data            json.RawMessage `json:"data"`
+			DataUnavailable string          `json:"dataUnavailable"`
+		} `json:"messages"`
+	}
+	noKey.expect("GET", "/api/v1/dlq", nil, 200).json(t, &all)
+	if all.Total != 2 || len(all.Messages) != 2 {
+		t.Fatalf("dlq list of every queue without the key: %+v, want both dead letters", all)
+	}
+	for _, m := range all.Messages {
+		switch {
+		case m.Queue == "plain" && (string(m.Data) != `"open"` || m.DataUnavailable != ""):
+			t.Errorf("plain dead letter: %+v", m)
+		case m.Queue == "vault" && (string(m.Data) != "null" || !strings.Contains(m.DataUnavailable, "key")):
+			t.Errorf("sealed dead letter without the key: %+v, want data null and why", m)
+		}
+	}
+	noKey.expect("DELETE", "/api/v1/messages/"+pl.PartitionID+"/"+pl.Messages[0].TransactionID, nil, 200)
 
 	// Rotation: k2 is newest. A DLQ retry re-pushes the k1 snapshot as it
 	// is; new pushes (this server never saw the queue: it learns that it is

@@ -253,12 +253,19 @@ type sealedDeadLetter struct {
 }
 
 // openDeadLetters returns the domain dead letters, sealed payloads opened.
-func (s *Store) openDeadLetters(ctx context.Context, in []sealedDeadLetter) ([]queen.DeadLetter, error) {
+// With keepUnopened (a listing of every queue) a payload sealed under a key
+// this server lacks is left out (Data null, DataUnavailable says why)
+// instead of failing the whole listing: one queue's missing key must not
+// hide every other queue's dead letters.
+func (s *Store) openDeadLetters(ctx context.Context, in []sealedDeadLetter, keepUnopened bool) ([]queen.DeadLetter, error) {
 	out := make([]queen.DeadLetter, len(in))
 	for i, d := range in {
 		out[i] = d.DeadLetter
 		if err := s.openInto(ctx, d.KeyID, &out[i].Data, d.Queue, d.Partition); err != nil {
-			return nil, err
+			if !keepUnopened || !errors.Is(err, queen.ErrKeyUnavailable) {
+				return nil, err
+			}
+			out[i].Data, out[i].DataUnavailable = nil, err.Error()
 		}
 	}
 	return out, nil

@@ -1034,7 +1034,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, f queen.DLQFilter) (queen.D
 	if err != nil {
 		return queen.DLQPage{}, err
 	}
-	msgs, err := s.openDeadLetters(ctx, out.Messages)
+	msgs, err := s.openDeadLetters(ctx, out.Messages, f.Queue == "")
 	return queen.DLQPage{Total: out.Total, Messages: msgs}, err
 }
 
@@ -1050,7 +1050,7 @@ func (s *Store) DeadLetters(ctx context.Context, partitionID, transactionID stri
 	if len(out) == 0 {
 		return nil, queen.Errorf(queen.ErrNotFound, "no dead letter for %s/%s", partitionID, transactionID)
 	}
-	return s.openDeadLetters(ctx, out)
+	return s.openDeadLetters(ctx, out, false)
 }
 
 // RetryDeadLetter implements queen.Store.

@@ -385,6 +385,10 @@ type DeadLetter struct {
 	Attempts      int             `json:"retryCount"`
 	CreatedAt     time.Time       `json:"createdAt"`
 	FailedAt      time.Time       `json:"failedAt"`
+	// DataUnavailable, in a listing of every queue, says why Data is null:
+	// the payload is sealed under a key this server lacks (a listing of
+	// that queue alone answers ErrKeyUnavailable instead).
+	DataUnavailable string `json:"dataUnavailable,omitempty"`
 }
 
 // DLQFilter selects dead letters. Zero values mean no filter.
