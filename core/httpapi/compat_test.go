@@ -6,8 +6,10 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -152,38 +154,87 @@ func TestCompatLeaseRenewWithEmptyBody(t *testing.T) {
 	}
 }
 
-// Configure echoes every option Queen echoes, with the queue's effective
-// values; Queen's names act on the log with their mapped meaning.
+// Configure echoes every option as it was sent, as Queen's clients check
+// it; Queen's retention names act on the log with their mapped meaning,
+// reported as the effective windows.
 func TestCompatConfigureEcho(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	var res struct {
+	type echo struct {
 		Configured bool           `json:"configured"`
 		Options    map[string]any `json:"options"`
+		Notes      []string       `json:"notes"`
 	}
-	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": map[string]any{
-		"leaseTime": 60, "retryLimit": 2, "retryDelay": 1500, "maxWaitTimeSeconds": 7200,
-		"retentionEnabled": true, "deadLetterQueue": true, "dlqAfterMaxRetries": true}}, 200).json(t, &res)
-	want := map[string]any{"leaseTime": 60.0, "retryLimit": 2.0, "retryDelay": 1500.0, "ttl": 7200.0,
-		"maxWaitTimeSeconds": 7200.0, "retentionSeconds": 7200.0, "retentionEnabled": true,
-		"deadLetterQueue": true, "dlqAfterMaxRetries": true, "completedRetentionSeconds": 0.0,
-		"delayedProcessing": 0.0, "windowBuffer": 0.0, "maxSize": 0.0, "priority": 0.0, "encryptionEnabled": false,
-		"dedupWindowSeconds": nil}
-	for k, v := range want {
-		got, ok := res.Options[k]
-		if !ok {
-			t.Errorf("options lack %s: %v", k, res.Options)
-		} else if v != nil && got != v {
-			t.Errorf("options.%s = %v, want %v", k, got, v)
+	configure := func(queue string, opts map[string]any) echo {
+		t.Helper()
+		var res echo
+		s.expect("POST", "/api/v1/configure", map[string]any{"queue": queue, "options": opts}, 200).json(t, &res)
+		return res
+	}
+	sameAsSent := func(what string, res echo, sent map[string]any) {
+		t.Helper()
+		for k, v := range sent {
+			b, _ := json.Marshal(v)
+			var want any
+			_ = json.Unmarshal(b, &want)
+			if got, ok := res.Options[k]; !ok || got != want {
+				t.Errorf("%s: options.%s = %v, sent %v", what, k, got, want)
+			}
 		}
 	}
-	// retentionEnabled false switches both windows off.
-	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": map[string]any{
-		"completedRetentionSeconds": 60}}, 200)
-	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": map[string]any{
-		"retentionEnabled": false}}, 200).json(t, &res)
-	if res.Options["retentionSeconds"] != 0.0 || res.Options["completedRetentionSeconds"] != 0.0 || res.Options["retentionEnabled"] != false {
+	// What Queen's JS client sends with every create: its defaults, with
+	// 0 for every option left alone, under the caller's options.
+	jsDefaults := map[string]any{"leaseTime": 300, "retryLimit": 3, "priority": 0, "delayedProcessing": 0,
+		"windowBuffer": 0, "maxSize": 10000, "retentionSeconds": 0, "completedRetentionSeconds": 0, "encryptionEnabled": false}
+	withDefaults := func(opts map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range jsDefaults {
+			out[k] = v
+		}
+		for k, v := range opts {
+			out[k] = v
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name           string
+		opts           map[string]any
+		keep, keepDone float64
+		enabled        bool
+	}{
+		{"ttl", withDefaults(map[string]any{"ttl": 2}), 2, 0, true},
+		{"maxWait", withDefaults(map[string]any{"maxWaitTimeSeconds": 2, "dlqAfterMaxRetries": true, "deadLetterQueue": true}), 2, 0, true},
+		{"retention", withDefaults(map[string]any{"retentionEnabled": true, "retentionSeconds": 3600}), 3600, 0, true},
+		{"completed", withDefaults(map[string]any{"completedRetentionSeconds": 60}), 0, 60, true},
+		{"none", withDefaults(map[string]any{"retentionEnabled": false, "retentionSeconds": 0, "completedRetentionSeconds": 0}), 0, 0, false},
+		// Queen's configureQueue test (its encryptionEnabled true needs a
+		// key, which this server does not hold).
+		{"configureQueue", map[string]any{"completedRetentionSeconds": 1, "deadLetterQueue": true, "delayedProcessing": 1,
+			"dlqAfterMaxRetries": true, "encryptionEnabled": false, "leaseTime": 30, "maxSize": 1000, "maxWaitTimeSeconds": 10,
+			"priority": 5, "retentionEnabled": false, "retentionSeconds": 0, "retryDelay": 1000, "retryLimit": 3, "ttl": 36,
+			"windowBuffer": 100}, 0, 0, false},
+		{"smallest", map[string]any{"ttl": 60, "retentionSeconds": 120, "maxWaitTimeSeconds": 0}, 60, 0, true},
+	} {
+		res := configure("echo-"+c.name, c.opts)
+		sameAsSent(c.name, res, c.opts)
+		if res.Options["effectiveRetentionSeconds"] != c.keep || res.Options["effectiveCompletedRetentionSeconds"] != c.keepDone ||
+			res.Options["retentionEnabled"] != c.enabled {
+			t.Errorf("%s: effective %v / %v, enabled %v; want %v / %v, %v", c.name, res.Options["effectiveRetentionSeconds"],
+				res.Options["effectiveCompletedRetentionSeconds"], res.Options["retentionEnabled"], c.keep, c.keepDone, c.enabled)
+		}
+		if off := c.name == "configureQueue"; off != slices.Contains(res.Notes, httpapi.RetentionOffNote) {
+			t.Errorf("%s: notes %v", c.name, res.Notes)
+		}
+	}
+	// A partial update keeps what it does not name; retentionEnabled false
+	// keeps the windows and applies none, true applies them again.
+	res := configure("echo-smallest", map[string]any{"retentionEnabled": false})
+	if res.Options["ttl"] != 60.0 || res.Options["retentionSeconds"] != 120.0 || res.Options["effectiveRetentionSeconds"] != 0.0 {
 		t.Errorf("after retentionEnabled false: %v", res.Options)
+	}
+	res = configure("echo-smallest", map[string]any{"retentionEnabled": true, "ttl": 0})
+	if res.Options["effectiveRetentionSeconds"] != 120.0 {
+		t.Errorf("after ttl 0 and retentionEnabled true: %v", res.Options)
 	}
 	for _, bad := range []struct {
 		opts map[string]any
@@ -191,18 +242,16 @@ func TestCompatConfigureEcho(t *testing.T) {
 	}{
 		{map[string]any{"deadLetterQueue": false}, "dead-letter"},
 		{map[string]any{"dlqAfterMaxRetries": false}, "dead-letter"},
-		{map[string]any{"ttl": 60, "retentionSeconds": 120}, "retentionSeconds"},
-		{map[string]any{"retentionEnabled": false, "retentionSeconds": 120}, "retention"},
+		{map[string]any{"ttl": -1}, "ttl"},
 		{map[string]any{"retryDelay": -1}, "retryDelay"},
 	} {
-		r := s.do("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": bad.opts})
+		r := s.do("POST", "/api/v1/configure", map[string]any{"queue": "echo-smallest", "options": bad.opts})
 		if r.status != 400 || !strings.Contains(r.errorText(t), bad.says) {
 			t.Errorf("configure %v: %d %s, want 400 saying %q", bad.opts, r.status, r.body, bad.says)
 		}
 	}
 	// Nothing of the refused requests was written.
-	s.expect("POST", "/api/v1/configure", map[string]any{"queue": "echo", "options": map[string]any{}}, 200).json(t, &res)
-	if res.Options["retentionSeconds"] != 0.0 || res.Options["retryDelay"] != 1500.0 {
+	if res := configure("echo-smallest", map[string]any{}); res.Options["ttl"] != 0.0 || res.Options["retentionSeconds"] != 120.0 {
 		t.Errorf("a refused configure changed the queue: %v", res.Options)
 	}
 }
@@ -401,5 +450,25 @@ func TestCompatRetryDelayShortenedHold(t *testing.T) {
 	s.env.Clock.Advance(time.Second)
 	if p, ok := s.popWildcard("short", "g", "&batch=1"); !ok || p.Messages[0].Offset != 0 {
 		t.Fatalf("1 s after the retry ack: ok=%v, want offset 0 redelivered", ok)
+	}
+}
+
+// Queen's ttl deletes messages older than it, as retentionSeconds does,
+// even when the client also sends retentionSeconds 0 (not set); with
+// retentionEnabled false the window is kept but not applied.
+func TestCompatTTLApplies(t *testing.T) {
+	t.Parallel()
+	s := newClockedServer(t)
+	s.configure("ttl-on", map[string]any{"ttl": 10, "retentionSeconds": 0})
+	s.configure("ttl-off", map[string]any{"ttl": 10, "retentionSeconds": 0, "retentionEnabled": false})
+	s.pushN("ttl-on", "p", 2)
+	s.pushN("ttl-off", "p", 2)
+	s.env.Clock.Advance(11 * time.Second)
+	s.reap()
+	if b := s.browse("queue=ttl-on"); len(b.Messages) != 0 {
+		t.Errorf("ttl 10 s: %d messages left after 11 s, want 0", len(b.Messages))
+	}
+	if b := s.browse("queue=ttl-off"); len(b.Messages) != 2 {
+		t.Errorf("ttl with retentionEnabled false: %d messages left, want 2", len(b.Messages))
 	}
 }

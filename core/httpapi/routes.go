@@ -615,6 +615,10 @@ func queueOptions(raw json.RawMessage) (queen.QueueOptions, error) {
 // PriorityNote explains why priority has no effect.
 const PriorityNote = "priority is accepted for client compatibility and has no effect: partitions are drained in offset order"
 
+// RetentionOffNote says that retention windows are kept but not applied.
+const RetentionOffNote = "retentionEnabled is false: the retention windows are kept as given but none applies " +
+	"(effectiveRetentionSeconds and effectiveCompletedRetentionSeconds are 0) until it is true"
+
 func (a *API) configure(w http.ResponseWriter, r *http.Request) error {
 	var req configureRequest
 	if err := decode(r, &req); err != nil {
@@ -633,8 +637,16 @@ func (a *API) configure(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := map[string]any{"configured": true, "queue": q.Name, "namespace": q.Namespace, "task": q.Task, "options": q.Options}
+	var notes []string
 	if opts.Priority != nil {
-		out["notes"] = []string{PriorityNote}
+		notes = append(notes, PriorityNote)
+	}
+	if o := q.Options; !o.RetentionEnabled && (o.RetentionSeconds > 0 || o.TTL > 0 || o.MaxWaitTimeSeconds > 0 ||
+		o.CompletedRetentionSeconds > 0) {
+		notes = append(notes, RetentionOffNote)
+	}
+	if notes != nil {
+		out["notes"] = notes
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

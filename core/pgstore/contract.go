@@ -35,8 +35,8 @@ func ackArgs(acks []queen.Ack) []ackArg {
 
 // optionsArgOf is the partial option set queen.configure reads, keyed as
 // it reads them: an option absent from it keeps its current value. The
-// options are the log's own, after queen's Normalize has mapped Queen's
-// aliases onto them.
+// options are the log's own and Queen's ttl, maxWaitTimeSeconds and
+// retentionEnabled, as given (see queen's Normalize).
 func optionsArgOf(o queen.QueueOptions) map[string]any {
 	arg := map[string]any{}
 	put := func(key string, set bool, v any) {
@@ -55,6 +55,9 @@ func optionsArgOf(o queen.QueueOptions) map[string]any {
 	put("completedRetentionSeconds", o.CompletedRetentionSeconds != nil, o.CompletedRetentionSeconds)
 	put("encryptionEnabled", o.EncryptionEnabled != nil, o.EncryptionEnabled)
 	put("priority", o.Priority != nil, o.Priority)
+	put("ttl", o.TTL != nil, o.TTL)
+	put("maxWaitTimeSeconds", o.MaxWaitTimeSeconds != nil, o.MaxWaitTimeSeconds)
+	put("retentionEnabled", o.RetentionEnabled != nil, o.RetentionEnabled)
 	return arg
 }
 

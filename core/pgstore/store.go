@@ -908,6 +908,9 @@ type queueRow struct {
 	CompletedRetentionSeconds int       `json:"completed_retention_seconds"`
 	EncryptionEnabled         bool      `json:"encryption_enabled"`
 	Priority                  int       `json:"priority"`
+	TTL                       int       `json:"ttl"`
+	MaxWaitTimeSeconds        int       `json:"max_wait_time_seconds"`
+	RetentionEnabled          *bool     `json:"retention_enabled"`
 	CreatedAt                 time.Time `json:"created_at"`
 	UpdatedAt                 time.Time `json:"updated_at"`
 }
@@ -917,8 +920,8 @@ func (r queueRow) queue() queen.Queue {
 		LeaseTime: r.LeaseTime, RetryLimit: r.RetryLimit, RetryDelay: r.RetryDelayMS, DedupWindowSeconds: r.DedupWindow,
 		DelayedProcessing: r.DelayedProcessing, WindowBuffer: r.WindowBuffer, MaxSize: r.MaxSize,
 		RetentionSeconds: r.RetentionSeconds, CompletedRetentionSeconds: r.CompletedRetentionSeconds,
-		EncryptionEnabled: r.EncryptionEnabled, Priority: r.Priority,
-	}.WithAliases()}
+		EncryptionEnabled: r.EncryptionEnabled, Priority: r.Priority, TTL: r.TTL, MaxWaitTimeSeconds: r.MaxWaitTimeSeconds,
+	}.WithDerived(r.RetentionEnabled)}
 	if r.Namespace != nil {
 		q.Namespace = *r.Namespace
 	}

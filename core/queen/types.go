@@ -234,9 +234,10 @@ type QueueOptions struct {
 	Priority *int `json:"priority,omitempty"`
 
 	// Queen's names with a meaning mapped onto the log (see Normalize):
-	// ttl and maxWaitTimeSeconds are retentionSeconds; retentionEnabled
-	// false switches both retention windows off; deadLetterQueue and
-	// dlqAfterMaxRetries can only be true.
+	// ttl and maxWaitTimeSeconds delete messages older than that, as
+	// retentionSeconds does (0: not set; the smallest set one applies);
+	// retentionEnabled false keeps the windows but applies none;
+	// deadLetterQueue and dlqAfterMaxRetries can only be true.
 	TTL                *int  `json:"ttl,omitempty"`
 	MaxWaitTimeSeconds *int  `json:"maxWaitTimeSeconds,omitempty"`
 	RetentionEnabled   *bool `json:"retentionEnabled,omitempty"`
@@ -244,7 +245,8 @@ type QueueOptions struct {
 	DLQAfterMaxRetries *bool `json:"dlqAfterMaxRetries,omitempty"`
 }
 
-// Options are a queue's effective options.
+// Options are a queue's options as configured: each as it was given
+// (Queen's clients check the echo), with the windows retention applies.
 type Options struct {
 	LeaseTime                 int   `json:"leaseTime"`
 	RetryLimit                int   `json:"retryLimit"`
@@ -257,18 +259,40 @@ type Options struct {
 	CompletedRetentionSeconds int   `json:"completedRetentionSeconds"`
 	EncryptionEnabled         bool  `json:"encryptionEnabled"`
 	Priority                  int   `json:"priority"`
-	// Queen's echoed names, derived from the options above.
-	TTL                int  `json:"ttl"`
-	MaxWaitTimeSeconds int  `json:"maxWaitTimeSeconds"`
+	TTL                       int   `json:"ttl"`
+	MaxWaitTimeSeconds        int   `json:"maxWaitTimeSeconds"`
+	// RetentionEnabled as given; never given: whether a window is set.
 	RetentionEnabled   bool `json:"retentionEnabled"`
 	DeadLetterQueue    bool `json:"deadLetterQueue"`
 	DLQAfterMaxRetries bool `json:"dlqAfterMaxRetries"`
+	// EffectiveRetentionSeconds and EffectiveCompletedRetentionSeconds are
+	// the windows retention applies (0: none): the smallest of
+	// retentionSeconds, ttl and maxWaitTimeSeconds that is set, and
+	// completedRetentionSeconds; both 0 while retentionEnabled is false.
+	EffectiveRetentionSeconds          int `json:"effectiveRetentionSeconds"`
+	EffectiveCompletedRetentionSeconds int `json:"effectiveCompletedRetentionSeconds"`
 }
 
-// WithAliases fills Queen's echoed names from the options they map to.
-func (o Options) WithAliases() Options {
-	o.TTL, o.MaxWaitTimeSeconds = o.RetentionSeconds, o.RetentionSeconds
-	o.RetentionEnabled = o.RetentionSeconds > 0 || o.CompletedRetentionSeconds > 0
+// WithDerived fills the options derived from the others: retentionEnabled
+// when it was never given (enabled, nil: whether a window is set), the
+// effective windows, and deadLetterQueue and dlqAfterMaxRetries (always
+// true).
+func (o Options) WithDerived(enabled *bool) Options {
+	keep := 0
+	for _, w := range []int{o.RetentionSeconds, o.TTL, o.MaxWaitTimeSeconds} {
+		if w > 0 && (keep == 0 || w < keep) {
+			keep = w
+		}
+	}
+	o.EffectiveRetentionSeconds, o.EffectiveCompletedRetentionSeconds = keep, o.CompletedRetentionSeconds
+	if enabled != nil {
+		o.RetentionEnabled = *enabled
+		if !*enabled {
+			o.EffectiveRetentionSeconds, o.EffectiveCompletedRetentionSeconds = 0, 0
+		}
+	} else {
+		o.RetentionEnabled = keep > 0 || o.CompletedRetentionSeconds > 0
+	}
 	o.DeadLetterQueue, o.DLQAfterMaxRetries = true, true
 	return o
 }

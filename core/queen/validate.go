@@ -322,42 +322,15 @@ func (o QueueOptions) Validate() error {
 	return err
 }
 
-// Normalize maps Queen's option names onto the ones the log has, after
-// Validate's range checks: ttl and maxWaitTimeSeconds delete messages older
-// than that many seconds, consumed or not — that is retentionSeconds;
-// retentionEnabled false switches retentionSeconds and
-// completedRetentionSeconds off (true lets them apply, as they always do);
-// a message that exhausts retryLimit is always dead-lettered, so
-// deadLetterQueue and dlqAfterMaxRetries may only be true. Conflicting
-// values in one request are refused.
+// Normalize checks Queen's option names against the log, after Validate's
+// range checks. ttl and maxWaitTimeSeconds are kept as given and delete
+// messages older than that many seconds, consumed or not, as
+// retentionSeconds does: 0 means not set (Queen's clients send 0 for every
+// option they leave alone), and of those set the smallest applies.
+// retentionEnabled false keeps the windows but applies none until it is
+// true again. A message that exhausts retryLimit is always dead-lettered,
+// so deadLetterQueue and dlqAfterMaxRetries may only be true.
 func (o QueueOptions) Normalize() (QueueOptions, error) {
-	for _, alias := range []struct {
-		name string
-		v    *int
-	}{{"ttl", o.TTL}, {"maxWaitTimeSeconds", o.MaxWaitTimeSeconds}} {
-		if alias.v == nil {
-			continue
-		}
-		if o.RetentionSeconds != nil && *o.RetentionSeconds != *alias.v {
-			return o, Invalid("options."+alias.name, "deletes messages older than that many seconds, as retentionSeconds does; "+
-				"it is %d here and retentionSeconds (or its other alias) %d — give one value", *alias.v, *o.RetentionSeconds)
-		}
-		v := *alias.v
-		o.RetentionSeconds = &v
-	}
-	o.TTL, o.MaxWaitTimeSeconds = nil, nil
-	if o.RetentionEnabled != nil && !*o.RetentionEnabled {
-		for _, w := range []struct {
-			name string
-			v    *int
-		}{{"retentionSeconds", o.RetentionSeconds}, {"completedRetentionSeconds", o.CompletedRetentionSeconds}} {
-			if w.v != nil && *w.v > 0 {
-				return o, Invalid("options.retentionEnabled", "false switches retention off, but %s is %d in the same request", w.name, *w.v)
-			}
-		}
-		o.RetentionSeconds, o.CompletedRetentionSeconds = new(int), new(int)
-	}
-	o.RetentionEnabled = nil
 	for _, f := range []struct {
 		name string
 		v    *bool

@@ -1,6 +1,19 @@
 -- ---------------------------------------------------------------------------
 -- reaper
 
+-- retention_keep is how long queue x keeps its segments, in seconds (0:
+-- for ever): with p_completed its completedRetentionSeconds, else the
+-- smallest of retentionSeconds, ttl and maxWaitTimeSeconds that is set;
+-- none while retentionEnabled is false.
+CREATE OR REPLACE FUNCTION queen.retention_keep(x queen.queues, p_completed boolean)
+RETURNS int LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN x.retention_enabled IS FALSE THEN 0
+        WHEN p_completed THEN x.completed_retention_seconds
+        ELSE coalesce(least(nullif(x.retention_seconds, 0), nullif(x.ttl, 0), nullif(x.max_wait_time_seconds, 0)), 0)
+    END
+$$;
+
 -- _reap_segments deletes up to p_limit segments older than their queue's
 -- retentionSeconds, or (p_completed) older than its
 -- completedRetentionSeconds and consumed by every subscribed group: by
@@ -17,7 +30,7 @@ BEGIN
             FROM queen.queues x
             JOIN queen.partitions p ON p.queue_id = x.id
             CROSS JOIN LATERAL (
-                SELECT CASE WHEN p_completed THEN x.completed_retention_seconds ELSE x.retention_seconds END AS keep,
+                SELECT queen.retention_keep(x, p_completed) AS keep,
                        CASE WHEN p_completed THEN queen.slowest_position(p.id, x.name) END AS low) cm
             CROSS JOIN LATERAL (
                 SELECT s.ctid FROM queen.segments s
