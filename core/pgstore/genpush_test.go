@@ -271,3 +271,38 @@ func TestSpreadPushKeepsEachItemsProducer(t *testing.T) {
 		}
 	}
 }
+
+// A push across partitions and a push to one partition that create the
+// same partition of a capped queue (maxSize) at once never deadlock: both
+// create first, then lock the queue's row, then the partitions' (SPEC
+// §3.1). Run through a Store that does not retry deadlocks.
+func TestCappedPushesCreatingPartitionsNeverDeadlock(t *testing.T) {
+	e := pgstoretest.New(t)
+	store := pgstore.New(e.Pool, pgstore.Config{DeadlockRetries: -1})
+	if _, err := store.Configure(ctx, queen.ConfigureRequest{Queue: "cap",
+		Options: queen.QueueOptions{MaxSize: new(int64(1_000_000))}}); err != nil {
+		t.Fatal(err)
+	}
+	const producers, rounds = 6, 60
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Go(func() {
+			for r := range rounds {
+				items := []queen.PushItem{{Queue: "cap", Partition: fmt.Sprintf("r%d", r), Payload: payload(r)}}
+				if p%2 == 0 { // across partitions: this round's and another new one
+					items = append(items, queen.PushItem{Queue: "cap", Partition: fmt.Sprintf("r%d-%d", r, p), Payload: payload(r)})
+				}
+				if _, err := store.Push(ctx, items); err != nil {
+					errs <- fmt.Errorf("producer %d round %d: %w", p, r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

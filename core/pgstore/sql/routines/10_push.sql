@@ -548,6 +548,13 @@ BEGIN
             RAISE EXCEPTION 'queue % is encrypted: its payloads must be sealed', p_queue
                 USING ERRCODE = 'QNENC', DETAIL = p_queue;
         END IF;
+        -- Create what is missing before any lock is taken, then lock the
+        -- capped queue's row and the partition's: the order of a push
+        -- across partitions (_push_arrays), so the two never deadlock.
+        IF qid IS NULL OR NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.queue_id = qid AND p.name = p_partition) THEN
+            PERFORM queen._push_partitions(ARRAY[p_queue], ARRAY[p_partition], ARRAY[p_plain], ARRAY[p_queue], p_now);
+            CONTINUE;
+        END IF;
         IF max_size > 0 THEN
             PERFORM 1 FROM queen.queues x WHERE x.id = qid FOR NO KEY UPDATE;
         END IF;
@@ -555,7 +562,6 @@ BEGIN
         FROM queen.partitions p WHERE p.queue_id = qid AND p.name = p_partition
         FOR NO KEY UPDATE;
         EXIT WHEN FOUND;
-        PERFORM queen._push_partitions(ARRAY[p_queue], ARRAY[p_partition], ARRAY[p_plain], ARRAY[p_queue], p_now);
     END LOOP;
     IF pid IS NULL THEN
         RAISE EXCEPTION 'push raced a queue deletion' USING ERRCODE = '40001';
