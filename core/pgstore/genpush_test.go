@@ -283,18 +283,18 @@ func TestCappedPushesCreatingPartitionsNeverDeadlock(t *testing.T) {
 		Options: queen.QueueOptions{MaxSize: new(int64(1_000_000))}}); err != nil {
 		t.Fatal(err)
 	}
-	const producers, rounds = 6, 60
+	const producers, steps = 6, 60
 	var wg sync.WaitGroup
 	errs := make(chan error, producers)
 	for p := range producers {
 		wg.Go(func() {
-			for r := range rounds {
+			for r := range steps {
 				items := []queen.PushItem{{Queue: "cap", Partition: fmt.Sprintf("r%d", r), Payload: payload(r)}}
-				if p%2 == 0 { // across partitions: this round's and another new one
+				if p%2 == 0 { // across partitions: this step's and another new one
 					items = append(items, queen.PushItem{Queue: "cap", Partition: fmt.Sprintf("r%d-%d", r, p), Payload: payload(r)})
 				}
 				if _, err := store.Push(ctx, items); err != nil {
-					errs <- fmt.Errorf("producer %d round %d: %w", p, r, err)
+					errs <- fmt.Errorf("producer %d step %d: %w", p, r, err)
 					return
 				}
 			}

@@ -106,13 +106,10 @@
 --   its own and then updating them cost as much again. The UPDATE takes
 --   them in id order, the one order every push takes them: its function
 --   disables the joins and scans that could visit them in another order.
--- * Measured on 2 cores (pg_stat_statements, README): a 1-message push
---   costs ~0.46 ms of backend time against ~0.1 ms for a bare INSERT; a
---   100-message push of generated ids to ~95 partitions holds their locks
---   for ~2.5 ms of writes (one session, the eleventh session's README profile)
---   plus its commit, and with 8 such pushes in flight nearly every
---   one waits for another's commit (invariant 1 holds the lock to the
---   commit), so P100 is bound by that convoy.
+-- * A 100-message push to random partitions holds their locks for its
+--   writes plus its commit (invariant 1 holds the lock to the commit), so
+--   with several such pushes in flight each waits for another's commit:
+--   P100 is bound by that convoy, not by the writes.
 
 -- A message's id is derived from its address, so it costs no storage.
 CREATE OR REPLACE FUNCTION queen.message_id(p_pid uuid, p_off bigint)
