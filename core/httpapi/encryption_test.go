@@ -9,12 +9,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/queen-serverless/queen/core/crypt"
-	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
 )
 
@@ -36,14 +34,9 @@ func serverWithKeys(t *testing.T, s *server, ring string) *server {
 		}
 		keys = func(context.Context) (*crypt.Ring, error) { return r, nil }
 	}
-	cfg := pgstore.Config{Keys: keys}
-	if s.env.Clock != nil {
-		cfg.Clock = s.env.Clock.Now
-	}
-	api := httpapi.New(pgstore.New(s.env.Pool, cfg), apiConfig(t, s.env))
-	hs := httptest.NewServer(api.Handler(httpapi.AllGroups...))
-	t.Cleanup(hs.Close)
-	return &server{Server: hs, env: s.env, t: t}
+	cfg := s.storeConfig()
+	cfg.Keys = keys
+	return s.serving(t, pgstore.New(s.env.Pool, cfg))
 }
 
 // storedPayloads are the payload texts and key references the database

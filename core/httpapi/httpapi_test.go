@@ -76,12 +76,23 @@ func (s *server) another(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	var scfg pgstore.Config
+	return s.serving(t, pgstore.New(pool, s.storeConfig()))
+}
+
+// storeConfig is the store configuration s was built with: its clock, if any.
+func (s *server) storeConfig() pgstore.Config {
+	var cfg pgstore.Config
 	if s.env.Clock != nil {
-		scfg.Clock = s.env.Clock.Now
+		cfg.Clock = s.env.Clock.Now
 	}
-	api := httpapi.New(pgstore.New(pool, scfg), apiConfig(t, s.env))
-	hs := httptest.NewServer(api.Handler(httpapi.AllGroups...))
+	return cfg
+}
+
+// serving is another API process over store on s's database, configured
+// as s is.
+func (s *server) serving(t *testing.T, store queen.Store) *server {
+	t.Helper()
+	hs := httptest.NewServer(httpapi.New(store, apiConfig(t, s.env)).Handler(httpapi.AllGroups...))
 	t.Cleanup(hs.Close)
 	return &server{Server: hs, env: s.env, t: t}
 }

@@ -234,9 +234,8 @@ func wirePop(res queen.PopResult) popResponse {
 	// Consumers that name no group are the queue-mode group, named on the
 	// wire as Queen names it.
 	group := &res.ConsumerGroup
-	if res.ConsumerGroup == "" {
-		group = new(string)
-		*group = queen.QueueModeGroup
+	if *group == "" {
+		group = new(queen.QueueModeGroup)
 	}
 	out := popResponse{Success: true, Queue: res.Messages[0].Queue, Partition: res.Messages[0].Partition,
 		PartitionID: res.Messages[0].PartitionID, LeaseID: lease, ConsumerGroup: group,
