@@ -25,7 +25,10 @@ const MigrationResourceType = "Custom::QueenMigration"
 // newMigration defines the custom resource whose create and update events invoke the
 // migrate function through the provider framework (delete is a no-op for migrate). Its
 // properties change whenever the migrate binary changes and, with a MigrationNonce,
-// on every deploy. It waits for the database, the proxy and migrate's network path.
+// on every deploy. It waits for the database, migrate's network path to it (both sides
+// of the security group rule) and the Secrets Manager endpoint, and not for the RDS
+// Proxy: migrate logs in to the database directly, and the proxy's login role (the
+// application user) only exists once migrate has created it.
 func newMigration(s awscdk.Stack, p Props, st *Stack) awscdk.CustomResource {
 	migrate := st.Functions["migrate"]
 	providerLogs := awslogs.NewLogGroup(s, jsii.String("MigrationProviderLogs"), &awslogs.LogGroupProps{
@@ -50,8 +53,8 @@ func newMigration(s awscdk.Stack, p Props, st *Stack) awscdk.CustomResource {
 		Properties:     &props,
 		ServiceTimeout: awscdk.Duration_Seconds(jsii.Number(p.MigrateTimeoutSec + 60)),
 	})
-	cr.Node().AddDependency(st.Database.Construct, st.Proxy, st.Network.SecretsEndpoint,
-		st.Network.MigrateSG, st.Network.EndpointSG, migrate)
+	cr.Node().AddDependency(st.Database.Construct, st.Network.SecretsEndpoint,
+		st.Network.MigrateSG, st.Network.DatabaseSG, st.Network.EndpointSG, migrate)
 	return cr
 }
 
@@ -70,9 +73,11 @@ func fileSHA256(path string) string {
 }
 
 // newReaperSchedule invokes the reaper every ReaperRateMinutes. A failed pass is not
-// retried: the next tick does the same work. A tick that waits (throttled while the
-// previous pass still holds the reaper's one reserved container) is dropped once the
-// next tick is due, so passes never pile up.
+// retried: the next tick does the same work. A pass ends before the next tick is due
+// (ReaperTimeoutSec is shorter than the period), and a tick that waits (throttled:
+// the account is out of concurrency, or the previous pass still holds the reaper's
+// one reserved container) is dropped once the next tick is due, so passes never
+// pile up.
 func newReaperSchedule(s awscdk.Stack, p Props, reaper awslambda.Function) awsevents.Rule {
 	reaper.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
 		RetryAttempts: jsii.Number(0),

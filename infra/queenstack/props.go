@@ -79,13 +79,16 @@ const (
 	DefaultProxyMaxIdleConnectionsPercent = 50
 	DefaultRemovalPolicy                  = awscdk.RemovalPolicy_SNAPSHOT
 	// Unreserved in a *ReservedConcurrency prop reserves no concurrency.
-	Unreserved                             = -1
-	DefaultPushReservedConcurrency         = Unreserved
-	DefaultPopReservedConcurrency          = 100
-	DefaultAckReservedConcurrency          = Unreserved
-	DefaultDLQReservedConcurrency          = Unreserved
-	DefaultAdminReservedConcurrency        = Unreserved
-	DefaultReaperReservedConcurrency       = 1
+	Unreserved                       = -1
+	DefaultPushReservedConcurrency   = Unreserved
+	DefaultPopReservedConcurrency    = Unreserved
+	DefaultAckReservedConcurrency    = Unreserved
+	DefaultDLQReservedConcurrency    = Unreserved
+	DefaultAdminReservedConcurrency  = Unreserved
+	DefaultReaperReservedConcurrency = Unreserved
+	// LambdaMinUnreservedConcurrency is what Lambda keeps unreserved in every
+	// account: it refuses a reservation that would leave less.
+	LambdaMinUnreservedConcurrency         = 100
 	DefaultGroupLagThreshold               = 10000
 	DefaultDBCPUCreditBalanceThreshold     = 50
 	DefaultDBFreeableMemoryMiBThreshold    = 128
@@ -169,13 +172,22 @@ type Props struct {
 	// Reserved concurrency of each function: a cap on its containers that is also
 	// held back for it from the account's quota. 0 means the default; Unreserved
 	// (-1) reserves nothing (the function shares the account's unreserved pool).
-	// PopReservedConcurrency defaults to 100: long polls hold a container for up to
-	// MaxWaitMS each, so 500 req/s of 20 s polls would otherwise take 10,000.
-	// ReaperReservedConcurrency defaults to 1: a reaper pass always finds a
-	// container, and two never run at once. Push, ack, dlq and admin default to
-	// Unreserved (push's ingest share is capped by IngestMaxConcurrency). Lambda
-	// refuses reservations that leave the account fewer than 100 unreserved (new
-	// accounts with a quota of 10: request an increase, or set these to -1).
+	// Every function defaults to Unreserved, so that a first deploy succeeds in a
+	// new account, whose Lambda quota can be as low as 10 concurrent executions.
+	//
+	// Quota: Lambda refuses a reservation that leaves the account fewer than
+	// LambdaMinUnreservedConcurrency (100) unreserved, so the account's
+	// "Concurrent executions" quota (Service Quotas, AWS Lambda) must be at least
+	// the sum of the reservations plus 100: 201 for the production profile, which
+	// reserves pop 100 and reaper 1. Request the increase before such a deploy.
+	//
+	// Why reserve: pop's long polls hold a container for up to MaxWaitMS each,
+	// so 500 req/s of 20 s polls would otherwise take 10,000, and a reservation of
+	// 100 keeps them from starving push and ack; a reaper reservation of 1 gives
+	// every pass a container however busy the account is, and makes passes
+	// strictly one at a time (without it, a pass still ends before the next tick,
+	// since ReaperTimeoutSec is shorter than the period). Push's ingest share is
+	// capped by IngestMaxConcurrency either way.
 	PushReservedConcurrency   float64
 	PopReservedConcurrency    float64
 	AckReservedConcurrency    float64
@@ -374,6 +386,22 @@ func (p Props) ReservedConcurrency() map[string]float64 {
 		"push": p.PushReservedConcurrency, "pop": p.PopReservedConcurrency, "ack": p.AckReservedConcurrency,
 		"dlq": p.DLQReservedConcurrency, "admin": p.AdminReservedConcurrency, "reaper": p.ReaperReservedConcurrency,
 	}
+}
+
+// LambdaQuotaNeeded is the smallest account quota of concurrent executions Lambda
+// accepts these reservations in: their sum plus LambdaMinUnreservedConcurrency, or 0
+// when nothing is reserved (any account, a new one with a quota of 10 too).
+func (p Props) LambdaQuotaNeeded() float64 {
+	var sum float64
+	for _, c := range p.ReservedConcurrency() {
+		if c != Unreserved {
+			sum += c
+		}
+	}
+	if sum == 0 {
+		return 0
+	}
+	return sum + LambdaMinUnreservedConcurrency
 }
 
 // retentionDays maps the retention periods CloudWatch Logs accepts, in days, to CDK's enum.

@@ -20,8 +20,12 @@ func TestWithDefaults(t *testing.T) {
 	if p.ProxyBorrowTimeoutSec != 5 || p.ProxyMaxConnectionsPercent != 90 || p.ProxyMaxIdleConnectionsPercent != 50 {
 		t.Errorf("proxy pool defaults: borrow %v s, max %v%%, idle %v%%", p.ProxyBorrowTimeoutSec, p.ProxyMaxConnectionsPercent, p.ProxyMaxIdleConnectionsPercent)
 	}
-	if want := map[string]float64{"push": Unreserved, "pop": 100, "ack": Unreserved, "dlq": Unreserved, "admin": Unreserved, "reaper": 1}; !equal(p.ReservedConcurrency(), want) {
+	// Nothing reserved: a first deploy succeeds in a new account (quota 10).
+	if want := map[string]float64{"push": Unreserved, "pop": Unreserved, "ack": Unreserved, "dlq": Unreserved, "admin": Unreserved, "reaper": Unreserved}; !equal(p.ReservedConcurrency(), want) {
 		t.Errorf("reserved concurrency %v, want %v", p.ReservedConcurrency(), want)
+	}
+	if q := p.LambdaQuotaNeeded(); q != 0 {
+		t.Errorf("defaults need a Lambda quota of %v, want none", q)
 	}
 	if p.IngestMaxConcurrency != 10 || p.IngestMaxReceiveCount != 30 {
 		t.Errorf("ingest: max concurrency %v, max receive count %v", p.IngestMaxConcurrency, p.IngestMaxReceiveCount)

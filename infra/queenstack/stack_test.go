@@ -280,12 +280,15 @@ func TestProxyPoolBounded(t *testing.T) {
 	}
 }
 
-// Every function's concurrency is bounded by a prop: pop (long polls) and the reaper
-// reserve by default, and the ingest mapping caps its share of push.
+// Every function's concurrency is bounded by a prop, and the ingest mapping caps its
+// share of push. By default nothing is reserved, so that a first deploy succeeds in a
+// new account (a Lambda quota of 10 admits no reservation at all); the production
+// profile reserves pop (long polls) and the reaper.
 func TestConcurrencyBounded(t *testing.T) {
 	for name, want := range map[string]map[string]any{
-		"defaults": {"pop": 100.0, "reaper": 1.0, "push": nil, "ack": nil, "dlq": nil, "admin": nil, "migrate": nil},
-		"custom":   {"pop": nil, "reaper": 1.0, "push": 40.0, "ack": 25.0, "dlq": 2.0, "admin": 3.0, "migrate": nil},
+		"defaults":   {"pop": nil, "reaper": nil, "push": nil, "ack": nil, "dlq": nil, "admin": nil, "migrate": nil},
+		"custom":     {"pop": nil, "reaper": nil, "push": 40.0, "ack": 25.0, "dlq": 2.0, "admin": 3.0, "migrate": nil},
+		"production": {"pop": 100.0, "reaper": 1.0, "push": nil, "ack": nil, "dlq": nil, "admin": nil, "migrate": nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := variants[name].get(t)
@@ -294,6 +297,16 @@ func TestConcurrencyBounded(t *testing.T) {
 				if got := props(r)["ReservedConcurrentExecutions"]; got != w {
 					t.Errorf("%s: ReservedConcurrentExecutions %v, want %v", fn, got, w)
 				}
+			}
+			// What the template reserves needs the quota the docs state.
+			var sum float64
+			for _, r := range s.resources("AWS::Lambda::Function") {
+				if c, ok := props(r)["ReservedConcurrentExecutions"].(float64); ok {
+					sum += c
+				}
+			}
+			if q := s.stack.Props.LambdaQuotaNeeded(); (sum == 0 && q != 0) || (sum > 0 && q != sum+LambdaMinUnreservedConcurrency) {
+				t.Errorf("reservations sum to %v; LambdaQuotaNeeded %v", sum, q)
 			}
 			// A reaper tick that waits for the previous pass is dropped by the next.
 			reaper := s.id(s.stack.Functions["reaper"])
@@ -729,24 +742,41 @@ func TestReaperScheduledAtConfiguredRate(t *testing.T) {
 	}
 }
 
-func TestMigrationRunsAfterDatabaseAndProxyAndBeforeTraffic(t *testing.T) {
+// The migration waits for the database, migrate's network path to it and the
+// Secrets Manager endpoint, and not for the RDS Proxy: migrate logs in directly, and
+// the proxy's login role only exists once migrate created it.
+func TestMigrationRunsAfterDatabaseAndBeforeTraffic(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, s *synthesized) {
 		id, cr := s.one(t, MigrationResourceType)
 		deps := dependsOn(cr)
 		for what, dep := range map[string]string{
-			"database": s.id(s.stack.Database.Resource), "proxy": s.id(s.stack.Proxy),
-			"migrate function": s.id(s.stack.Functions["migrate"]), "secrets endpoint": s.id(s.stack.Network.SecretsEndpoint),
+			"database": s.id(s.stack.Database.Resource), "migrate function": s.id(s.stack.Functions["migrate"]),
+			"secrets endpoint": s.id(s.stack.Network.SecretsEndpoint),
 		} {
 			if !contains(deps, dep) {
 				t.Errorf("migration does not depend on the %s (%s); DependsOn %v", what, dep, deps)
 			}
 		}
-		var targetGroup bool
-		for tg := range s.resources("AWS::RDS::DBProxyTargetGroup") {
-			targetGroup = targetGroup || contains(deps, tg)
+		// Both sides of every security group rule from migrate: its egress and the
+		// database's and the endpoint's ingress.
+		migrateSG := s.id(s.stack.Network.MigrateSG)
+		for rid, r := range s.resources("AWS::EC2::SecurityGroupIngress") {
+			if getAtt(props(r)["SourceSecurityGroupId"], "GroupId") == migrateSG && !contains(deps, rid) {
+				t.Errorf("migration does not wait for the ingress rule %s from migrate", rid)
+			}
 		}
-		if !targetGroup {
-			t.Errorf("migration does not wait for the proxy's target registration")
+		for rid, r := range s.resources("AWS::EC2::SecurityGroupEgress") {
+			if getAtt(props(r)["GroupId"], "GroupId") == migrateSG && !contains(deps, rid) {
+				t.Errorf("migration does not wait for migrate's egress rule %s", rid)
+			}
+		}
+		needs := s.requires(id)
+		for what, typ := range map[string]string{"proxy": "AWS::RDS::DBProxy", "proxy target group": "AWS::RDS::DBProxyTargetGroup"} {
+			for rid := range s.resources(typ) {
+				if contains(needs, rid) {
+					t.Errorf("the migration waits for the %s %s; migrate does not use it", what, rid)
+				}
+			}
 		}
 
 		// The service token is the provider framework, whose onEvent is migrate.

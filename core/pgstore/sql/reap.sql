@@ -1,1 +1,0 @@
-SELECT queen.reap($1::timestamptz, $2::int)
