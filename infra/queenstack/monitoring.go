@@ -121,7 +121,7 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 		db.Metric("FreeableMemory", &awscloudwatch.MetricOptions{Statistic: jsii.String("Minimum"), Period: five}),
 		rule{threshold: p.DBFreeableMemoryMiBThreshold * 1024 * 1024, periods: 3, below: true})
 	if p.Engine == EngineInstance {
-		alarm("DatabaseFreeStorageAlarm", fmt.Sprintf("The database has less than %v GiB of free storage for 15 minutes (storage autoscaling is at its maximum or cannot keep up)", p.DBFreeStorageGiBThreshold),
+		alarm("DatabaseFreeStorageAlarm", fmt.Sprintf("The database has less than %v GiB of free storage for 15 minutes: its data outgrew the %v GiB allocated, or storage autoscaling reached its maximum of %v GiB (check retention, the reaper's backlog and the load)", p.DBFreeStorageGiBThreshold, p.AllocatedStorageGiB, p.MaxAllocatedStorageGiB),
 			db.Metric("FreeStorageSpace", &awscloudwatch.MetricOptions{Statistic: jsii.String("Minimum"), Period: five}),
 			rule{threshold: p.DBFreeStorageGiBThreshold * 1024 * 1024 * 1024, periods: 3, below: true})
 	}

@@ -114,9 +114,17 @@ type Props struct {
 	// InstanceType is the RDS instance class without the "db." prefix (EngineInstance
 	// only). Default DefaultInstanceType.
 	InstanceType string
-	// AllocatedStorageGiB is the initial gp3 storage (EngineInstance only); storage
-	// grows automatically up to MaxAllocatedStorageGiB.
-	AllocatedStorageGiB    float64
+	// AllocatedStorageGiB is the initial gp3 storage (EngineInstance only). Default
+	// 20; the production profile sets 400, which holds a week of the documented load
+	// (see DBFreeStorageGiBThreshold) and is where RDS's gp3 baseline rises from 3,000
+	// to 12,000 IOPS (and 125 to 500 MiB/s) at no extra charge.
+	AllocatedStorageGiB float64
+	// MaxAllocatedStorageGiB is the ceiling of storage autoscaling: RDS adds space
+	// (10 % or more at a time, at most every 6 hours) once less than 10 % is free,
+	// up to this size. It must be at least 10 % above AllocatedStorageGiB. Default
+	// 100; production 1,000, which covers the documented load's week of retention
+	// (~255 GiB) about four times over: room for a retention raised on some queues or
+	// load above the documented one, and ~25 days of writes with retention stopped.
 	MaxAllocatedStorageGiB float64
 	// MultiAZ runs a standby in a second zone: a Multi-AZ RDS instance, or with
 	// EngineAurora a Serverless v2 reader that scales with the writer (the failover
@@ -257,9 +265,20 @@ type Props struct {
 	// in MiB, for 15 minutes. Default 128.
 	DBFreeableMemoryMiBThreshold float64
 	// DBFreeStorageGiBThreshold: alarm when the instance has less free storage, in
-	// GiB, for 15 minutes: storage autoscaling adds space below 10 % free within
-	// minutes, so this fires when it cannot (MaxAllocatedStorageGiB reached).
-	// EngineInstance only (Aurora storage grows by itself). Default 2.
+	// GiB, for 15 minutes (EngineInstance only: Aurora's storage grows by itself).
+	// Size it in days of writes. The documented load, 50M messages a day of ~500 B
+	// payload plus ~120 B of log, index and dedup overhead and a 36 B client-made id
+	// (~650 B each), writes 50e6 × 650 B = 32.5 GB ≈ 30 GiB a day; with the default
+	// retention of 7 days the database holds ~212 GiB, ~255 GiB with 20 % for dead
+	// tuples, index slack and WAL. The production profile sets 60 GiB: two days of
+	// those writes. With 400 GiB allocated it fires once more than 340 GiB are used,
+	// three days of writes past the steady state (retention behind, or load above
+	// the documented one), while storage autoscaling still has ~25 days of writes to
+	// grow into; and once autoscaling has reached MaxAllocatedStorageGiB it fires
+	// with two days left even if retention stopped altogether. Keep it below 10 % of
+	// the allocation where you can: autoscaling lets free space fall to 10 % before
+	// it adds more, so a higher threshold also fires during that growth. Default 2
+	// (10 % of the default 20 GiB).
 	DBFreeStorageGiBThreshold float64
 	// ProxyBorrowLatencyMsThreshold: alarm when borrowing a database connection from
 	// the RDS Proxy takes longer on average for 10 minutes (the pool is saturated;
@@ -473,6 +492,15 @@ func (p Props) Validate() error {
 	if p.BackupRetentionDays < 1 || p.BackupRetentionDays > 35 {
 		bad("backupRetentionDays %v: want 1..35 (backups stay on)", p.BackupRetentionDays)
 	}
+	if p.AllocatedStorageGiB < 20 || p.AllocatedStorageGiB > 65536 {
+		bad("allocatedStorageGib %v: want 20..65536 (gp3)", p.AllocatedStorageGiB)
+	}
+	if p.MaxAllocatedStorageGiB < 1.1*p.AllocatedStorageGiB || p.MaxAllocatedStorageGiB > 65536 {
+		bad("maxAllocatedStorageGib %v: want at least 10 %% above allocatedStorageGib %v (RDS's rule for autoscaling), at most 65536", p.MaxAllocatedStorageGiB, p.AllocatedStorageGiB)
+	}
+	if p.Engine == EngineInstance && (p.DBFreeStorageGiBThreshold <= 0 || p.DBFreeStorageGiBThreshold >= p.AllocatedStorageGiB) {
+		bad("dbFreeStorageGibThreshold %v: want above 0 and below allocatedStorageGib %v, or the alarm fires on an empty database", p.DBFreeStorageGiBThreshold, p.AllocatedStorageGiB)
+	}
 	if p.AuroraMinCapacity < 0 || p.AuroraMaxCapacity < p.AuroraMinCapacity {
 		bad("aurora capacity %v..%v is not a valid range", p.AuroraMinCapacity, p.AuroraMaxCapacity)
 	}
@@ -614,6 +642,8 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 		p.Engine = Engine(strings.ToLower(s))
 	}
 	str("instanceType", &p.InstanceType)
+	num("allocatedStorageGib", &p.AllocatedStorageGiB)
+	num("maxAllocatedStorageGib", &p.MaxAllocatedStorageGiB)
 	if b := boolean("multiAz"); b != nil {
 		p.MultiAZ = *b
 	}

@@ -73,6 +73,9 @@ func TestValidate(t *testing.T) {
 		"ingest cap of one":     {func(p *Props) { p.IngestMaxConcurrency = 1 }, "ingestMaxConcurrency"},
 		"push below ingest":     {func(p *Props) { p.PushReservedConcurrency = 5 }, "pushReservedConcurrency"},
 		"too many receives":     {func(p *Props) { p.IngestMaxReceiveCount = 1001 }, "ingestMaxReceiveCount"},
+		"storage ceiling low":   {func(p *Props) { p.MaxAllocatedStorageGiB = 21 }, "maxAllocatedStorageGib"},
+		"storage too small":     {func(p *Props) { p.AllocatedStorageGiB = 10 }, "allocatedStorageGib"},
+		"storage alarm at once": {func(p *Props) { p.DBFreeStorageGiBThreshold = 20 }, "dbFreeStorageGibThreshold"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -92,6 +95,7 @@ func TestPropsFromContext(t *testing.T) {
 		"jwtAudience": "a, b,", "reaperRateMinutes": "5", "ingestQueue": "false", "removalPolicy": "destroy",
 		"functionMemoryMb": 512.0, "multiAz": true, "groupLagThreshold": "250",
 		"popReservedConcurrency": "-1", "reaperReservedConcurrency": 2.0, "ingestMaxConcurrency": "20", "proxyBorrowTimeoutSec": "3",
+		"allocatedStorageGib": "50", "maxAllocatedStorageGib": 500.0,
 	}
 	p, err := PropsFromContext(func(k string) any { return ctx[k] })
 	if err != nil {
@@ -100,7 +104,8 @@ func TestPropsFromContext(t *testing.T) {
 	if p.AssetsDir != "/tmp/a" || p.Engine != EngineAurora || p.Authorizer != AuthorizerJWT || p.JWTIssuer != "https://i/" ||
 		strings.Join(p.JWTAudience, "|") != "a|b" || p.ReaperRateMinutes != 5 || p.Ingest() ||
 		p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY || p.FunctionMemoryMB != 512 || !p.MultiAZ || p.GroupLagThreshold != 250 ||
-		p.PopReservedConcurrency != Unreserved || p.ReaperReservedConcurrency != 2 || p.IngestMaxConcurrency != 20 || p.ProxyBorrowTimeoutSec != 3 {
+		p.PopReservedConcurrency != Unreserved || p.ReaperReservedConcurrency != 2 || p.IngestMaxConcurrency != 20 || p.ProxyBorrowTimeoutSec != 3 ||
+		p.AllocatedStorageGiB != 50 || p.MaxAllocatedStorageGiB != 500 {
 		t.Errorf("parsed %+v", p)
 	}
 	if _, err := PropsFromContext(func(k string) any { return map[string]any{"reaperRateMinutes": "often", "ingestQueue": "maybe"}[k] }); err == nil ||

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -361,6 +362,7 @@ func TestDatabaseIsPrivateEncryptedAndBackedUp(t *testing.T) {
 		if id != s.id(s.stack.Database.Resource) {
 			t.Errorf("database logical id %s, want %s", id, s.id(s.stack.Database.Resource))
 		}
+		storageAutoscales(t, p, s.stack.Props)
 		masterPasswordRDSManaged(t, p)
 		subnetsAreDatabaseSubnets(t, s)
 	})
@@ -394,6 +396,21 @@ func TestDatabaseIsPrivateEncryptedAndBackedUp(t *testing.T) {
 		}
 		subnetsAreDatabaseSubnets(t, s)
 	})
+}
+
+// storageAutoscales checks gp3 storage that grows by itself up to a ceiling at least
+// 10 % above the allocation (RDS refuses less), and a free-storage alarm that cannot
+// fire on an empty database.
+func storageAutoscales(t *testing.T, p map[string]any, want Props) {
+	t.Helper()
+	alloc, _ := strconv.ParseFloat(fmt.Sprint(p["AllocatedStorage"]), 64)
+	max, _ := p["MaxAllocatedStorage"].(float64)
+	if p["StorageType"] != "gp3" || alloc != want.AllocatedStorageGiB || max != want.MaxAllocatedStorageGiB || max < 1.1*alloc {
+		t.Errorf("storage %v: %v GiB growing to %v GiB, want gp3 %v growing to %v", p["StorageType"], p["AllocatedStorage"], p["MaxAllocatedStorage"], want.AllocatedStorageGiB, want.MaxAllocatedStorageGiB)
+	}
+	if want.DBFreeStorageGiBThreshold >= alloc {
+		t.Errorf("free-storage alarm at %v GiB fires on an empty %v GiB database", want.DBFreeStorageGiBThreshold, alloc)
+	}
 }
 
 // masterPasswordRDSManaged checks that RDS keeps (and rotates) the master password in
@@ -940,7 +957,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 		check(key{"AWS/RDS", "FreeableMemory", db}, lt, DefaultDBFreeableMemoryMiBThreshold*1024*1024, "notBreaching")
 		if s.stack.Props.Engine == EngineInstance { // t4g.small in every instance variant
 			check(key{"AWS/RDS", "CPUCreditBalance", db}, lt, DefaultDBCPUCreditBalanceThreshold, "notBreaching")
-			check(key{"AWS/RDS", "FreeStorageSpace", db}, lt, DefaultDBFreeStorageGiBThreshold*1024*1024*1024, "notBreaching")
+			check(key{"AWS/RDS", "FreeStorageSpace", db}, lt, th.DBFreeStorageGiBThreshold*1024*1024*1024, "notBreaching")
 		} else {
 			for k := range alarms {
 				if k.metric == "CPUCreditBalance" || k.metric == "FreeStorageSpace" {
@@ -1264,6 +1281,21 @@ func TestProductionProfileStack(t *testing.T) {
 	if p := props(db); p["MultiAZ"] != true || p["DeletionProtection"] != true || db["DeletionPolicy"] != "Retain" || db["UpdateReplacePolicy"] != "Retain" {
 		t.Errorf("database: MultiAZ %v, DeletionProtection %v, DeletionPolicy %v, UpdateReplacePolicy %v",
 			p["MultiAZ"], p["DeletionProtection"], db["DeletionPolicy"], db["UpdateReplacePolicy"])
+	}
+	// Storage for the documented load (50M messages a day, ~30 GiB of writes a day,
+	// ~255 GiB for a week of retention): the allocation holds the week, autoscaling
+	// has room for four, and the free-storage alarm leaves two days of writes.
+	storageAutoscales(t, props(db), s.stack.Props)
+	if p := props(db); p["AllocatedStorage"] != "400" || p["MaxAllocatedStorage"] != 1000.0 {
+		t.Errorf("production storage %v GiB growing to %v GiB, want 400 to 1000", p["AllocatedStorage"], p["MaxAllocatedStorage"])
+	}
+	const gib, dailyWritesGiB = 1 << 30, 30.0
+	for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+		if ap := props(a); ap["MetricName"] == "FreeStorageSpace" {
+			if days := ap["Threshold"].(float64) / gib / dailyWritesGiB; days < 2 {
+				t.Errorf("free-storage alarm at %v GiB leaves %.1f days of the documented writes, want 2 or more", ap["Threshold"].(float64)/gib, days)
+			}
+		}
 	}
 	var email bool
 	for _, sub := range s.resources("AWS::SNS::Subscription") {
