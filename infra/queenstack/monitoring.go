@@ -117,6 +117,9 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 			db.Metric("CPUCreditBalance", &awscloudwatch.MetricOptions{Statistic: jsii.String("Minimum"), Period: five}),
 			rule{threshold: p.DBCPUCreditBalanceThreshold, periods: 1, below: true})
 	}
+	alarm("DatabaseCpuAlarm", fmt.Sprintf("The database's CPU is above %v %% for 15 minutes: move to a larger instance class, or have consumers pop in batches", p.DBCPUUtilizationThreshold),
+		db.Metric("CPUUtilization", &awscloudwatch.MetricOptions{Statistic: jsii.String("Average"), Period: five}),
+		rule{threshold: p.DBCPUUtilizationThreshold, periods: 3})
 	alarm("DatabaseFreeableMemoryAlarm", fmt.Sprintf("The database has less than %v MiB of free memory for 15 minutes", p.DBFreeableMemoryMiBThreshold),
 		db.Metric("FreeableMemory", &awscloudwatch.MetricOptions{Statistic: jsii.String("Minimum"), Period: five}),
 		rule{threshold: p.DBFreeableMemoryMiBThreshold * 1024 * 1024, periods: 3, below: true})

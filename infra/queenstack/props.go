@@ -92,6 +92,7 @@ const (
 	DefaultGroupLagThreshold               = 10000
 	DefaultDBCPUCreditBalanceThreshold     = 50
 	DefaultDBFreeableMemoryMiBThreshold    = 128
+	DefaultDBCPUUtilizationThreshold       = 80
 	DefaultDBFreeStorageGiBThreshold       = 2
 	DefaultProxyBorrowLatencyMsThreshold   = 1000
 	DefaultProxyClientConnectionsThreshold = 1000
@@ -100,6 +101,20 @@ const (
 	DefaultDBPort                          = config.DefaultDBPort
 	// APIGatewayTimeoutSec is the hard limit of an HTTP API integration.
 	APIGatewayTimeoutSec = 30
+	// APIGatewayAccountRateLimit and APIGatewayAccountBurstLimit are API Gateway's
+	// default quotas per account and Region, shared by all its APIs: a stage's
+	// throttle above them is not reached (request an increase first).
+	APIGatewayAccountRateLimit  = 10000
+	APIGatewayAccountBurstLimit = 5000
+)
+
+// The documented load the production profile of cdk.json is sized for: messages a
+// day, each pushed, popped and acknowledged once, and the ratio of the peak rate to
+// the day's average. docs/aws.md (Sizing) derives the profile's instance class,
+// storage and throttles from it; the tests hold the profile to it.
+const (
+	DocumentedMessagesPerDay = 50_000_000
+	DocumentedPeakToAverage  = 3
 )
 
 // Props configures the Queen stack. The zero value is valid: WithDefaults fills every
@@ -112,7 +127,11 @@ type Props struct {
 	// Engine chooses an RDS instance or Aurora Serverless v2. Default EngineInstance.
 	Engine Engine
 	// InstanceType is the RDS instance class without the "db." prefix (EngineInstance
-	// only). Default DefaultInstanceType.
+	// only). Default DefaultInstanceType (t4g.small, 2 burstable vCPUs, for
+	// development). The production profile sets m7g.2xlarge (8 vCPUs, 32 GiB): at
+	// the documented load, one message at a time, `make bench` figures put the
+	// database at ~2.2 cores on average and ~6.6 at a 3× peak, counting the bench's
+	// own clients (docs/aws.md, Sizing).
 	InstanceType string
 	// AllocatedStorageGiB is the initial gp3 storage (EngineInstance only). Default
 	// 20; the production profile sets 400, which holds a week of the documented load
@@ -208,7 +227,13 @@ type Props struct {
 	// JWTIssuer (an https URL) and JWTAudience are required with AuthorizerJWT.
 	JWTIssuer   string
 	JWTAudience []string
-	// ThrottleRateLimit (requests/s) and ThrottleBurstLimit of the API stage.
+	// ThrottleRateLimit (requests/s) and ThrottleBurstLimit (the token bucket's
+	// size) of the API stage: requests beyond them get 429 before they reach a
+	// function. Default 500 and 1,000. The production profile sets 6,000 and 5,000:
+	// the documented load sent one message per request is 3 requests a message ×
+	// 50M / 86,400 s ≈ 1,740 requests/s on average and ~5,200 at a 3× peak. API
+	// Gateway's own account quota (10,000 requests/s and a burst of 5,000 per
+	// Region, shared by every API of the account) caps whatever the stage allows.
 	ThrottleRateLimit  float64
 	ThrottleBurstLimit float64
 
@@ -264,6 +289,10 @@ type Props struct {
 	// DBFreeableMemoryMiBThreshold: alarm when the database has less free memory,
 	// in MiB, for 15 minutes. Default 128.
 	DBFreeableMemoryMiBThreshold float64
+	// DBCPUUtilizationThreshold: alarm when the database's CPU is above this
+	// percentage for 15 minutes: time for a larger class, or for consumers to pop
+	// in batches. Default 80.
+	DBCPUUtilizationThreshold float64
 	// DBFreeStorageGiBThreshold: alarm when the instance has less free storage, in
 	// GiB, for 15 minutes (EngineInstance only: Aurora's storage grows by itself).
 	// Size it in days of writes. The documented load, 50M messages a day of ~500 B
@@ -371,6 +400,7 @@ func (p Props) WithDefaults() Props {
 	num(&p.GroupLagThreshold, DefaultGroupLagThreshold)
 	num(&p.DBCPUCreditBalanceThreshold, DefaultDBCPUCreditBalanceThreshold)
 	num(&p.DBFreeableMemoryMiBThreshold, DefaultDBFreeableMemoryMiBThreshold)
+	num(&p.DBCPUUtilizationThreshold, DefaultDBCPUUtilizationThreshold)
 	num(&p.DBFreeStorageGiBThreshold, DefaultDBFreeStorageGiBThreshold)
 	num(&p.ProxyBorrowLatencyMsThreshold, DefaultProxyBorrowLatencyMsThreshold)
 	num(&p.ProxyClientConnectionsThreshold, DefaultProxyClientConnectionsThreshold)
@@ -691,6 +721,7 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("groupLagThreshold", &p.GroupLagThreshold)
 	num("dbCpuCreditBalanceThreshold", &p.DBCPUCreditBalanceThreshold)
 	num("dbFreeableMemoryMibThreshold", &p.DBFreeableMemoryMiBThreshold)
+	num("dbCpuUtilizationThreshold", &p.DBCPUUtilizationThreshold)
 	num("dbFreeStorageGibThreshold", &p.DBFreeStorageGiBThreshold)
 	num("proxyBorrowLatencyMsThreshold", &p.ProxyBorrowLatencyMsThreshold)
 	num("proxyClientConnectionsThreshold", &p.ProxyClientConnectionsThreshold)

@@ -955,14 +955,16 @@ func TestAlarmsAndDashboard(t *testing.T) {
 		check(key{"AWS/RDS", "ClientConnections", proxy}, gt, DefaultProxyClientConnectionsThreshold, "notBreaching")
 		db := fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.Database.Resource))
 		check(key{"AWS/RDS", "FreeableMemory", db}, lt, DefaultDBFreeableMemoryMiBThreshold*1024*1024, "notBreaching")
-		if s.stack.Props.Engine == EngineInstance { // t4g.small in every instance variant
+		check(key{"AWS/RDS", "CPUUtilization", db}, gt, DefaultDBCPUUtilizationThreshold, "notBreaching")
+		if s.stack.Props.Burstable() {
 			check(key{"AWS/RDS", "CPUCreditBalance", db}, lt, DefaultDBCPUCreditBalanceThreshold, "notBreaching")
+		}
+		if s.stack.Props.Engine == EngineInstance {
 			check(key{"AWS/RDS", "FreeStorageSpace", db}, lt, th.DBFreeStorageGiBThreshold*1024*1024*1024, "notBreaching")
-		} else {
-			for k := range alarms {
-				if k.metric == "CPUCreditBalance" || k.metric == "FreeStorageSpace" {
-					t.Errorf("Aurora Serverless has no %s, yet an alarm watches it", k.metric)
-				}
+		}
+		for k := range alarms {
+			if (k.metric == "CPUCreditBalance" && !s.stack.Props.Burstable()) || (k.metric == "FreeStorageSpace" && s.stack.Props.Engine != EngineInstance) {
+				t.Errorf("the %s database has no %s, yet an alarm watches it", s.stack.Props.InstanceType, k.metric)
 			}
 		}
 		check(key{"AWS/ApiGateway", "5xx", fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.API))}, gt, DefaultAPI5xxThreshold, "notBreaching")
@@ -1057,9 +1059,9 @@ func TestAPIStageThrottledAndAccessLogged(t *testing.T) {
 		if p["StageName"] != "$default" || p["AutoDeploy"] != true {
 			t.Errorf("stage %v autoDeploy %v", p["StageName"], p["AutoDeploy"])
 		}
-		if path(p, "DefaultRouteSettings", "ThrottlingRateLimit") != float64(DefaultThrottleRateLimit) ||
-			path(p, "DefaultRouteSettings", "ThrottlingBurstLimit") != float64(DefaultThrottleBurstLimit) {
-			t.Errorf("throttling %s", toJSON(t, p["DefaultRouteSettings"]))
+		rate, burst := path(p, "DefaultRouteSettings", "ThrottlingRateLimit"), path(p, "DefaultRouteSettings", "ThrottlingBurstLimit")
+		if rate != s.stack.Props.ThrottleRateLimit || burst != s.stack.Props.ThrottleBurstLimit {
+			t.Errorf("throttling %s, want %v/s burst %v", toJSON(t, p["DefaultRouteSettings"]), s.stack.Props.ThrottleRateLimit, s.stack.Props.ThrottleBurstLimit)
 		}
 		logs := getAtt(path(p, "AccessLogSettings", "DestinationArn"), "Arn")
 		if _, ok := s.resources("AWS::Logs::LogGroup")[logs]; !ok {
@@ -1296,6 +1298,21 @@ func TestProductionProfileStack(t *testing.T) {
 				t.Errorf("free-storage alarm at %v GiB leaves %.1f days of the documented writes, want 2 or more", ap["Threshold"].(float64)/gib, days)
 			}
 		}
+	}
+	// The instance class and the API's throttles carry the documented load (docs/aws.md,
+	// Sizing): 8 vCPUs for ~6.6 bench cores at a 3x peak of one message at a time, and
+	// a stage that admits that peak's requests (push, pop and ack of each message)
+	// within API Gateway's account quota.
+	if p := props(db); p["DBInstanceClass"] != "db.m7g.2xlarge" {
+		t.Errorf("production instance class %v, want db.m7g.2xlarge", p["DBInstanceClass"])
+	}
+	peak := 3.0 * DocumentedMessagesPerDay / 86400 * DocumentedPeakToAverage
+	_, stage := s.one(t, "AWS::ApiGatewayV2::Stage")
+	rate, _ := path(props(stage), "DefaultRouteSettings", "ThrottlingRateLimit").(float64)
+	burst, _ := path(props(stage), "DefaultRouteSettings", "ThrottlingBurstLimit").(float64)
+	if rate < peak || rate > APIGatewayAccountRateLimit || burst > APIGatewayAccountBurstLimit || burst < peak/2 {
+		t.Errorf("production throttle %v/s burst %v: want at least the peak of %.0f requests/s, within the account's %d/s and burst %d",
+			rate, burst, peak, APIGatewayAccountRateLimit, APIGatewayAccountBurstLimit)
 	}
 	var email bool
 	for _, sub := range s.resources("AWS::SNS::Subscription") {
