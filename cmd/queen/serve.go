@@ -121,7 +121,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	store := pgstore.New(pool, pgstore.Config{Logger: log, Keys: keys})
+	store := pgstore.New(pool, cfg.Store(log, keys))
 	apiCfg := cfg.API(log)
 	apiCfg.Metrics = prommetrics.New()
 	authCfg := auth.Config{Secret: cfg.JWTSecret, JWKSURL: cfg.JWTJWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience}

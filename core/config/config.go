@@ -23,6 +23,7 @@ import (
 
 	"github.com/queen-serverless/queen/core/crypt"
 	"github.com/queen-serverless/queen/core/httpapi"
+	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
 )
 
@@ -41,6 +42,8 @@ const (
 	EnvLogLevel            = "QUEEN_LOG_LEVEL"
 	EnvPort                = "QUEEN_PORT"
 	EnvReaperInterval      = "QUEEN_REAPER_INTERVAL"
+	EnvDefaultRetention    = "QUEEN_DEFAULT_RETENTION_SECONDS"
+	EnvDefaultCompleted    = "QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS"
 	EnvDefaultQueue        = "QUEEN_DEFAULT_QUEUE"
 	EnvDefaultPartition    = "QUEEN_DEFAULT_PARTITION"
 	EnvEventPartitionField = "QUEEN_EVENT_PARTITION_FIELD"
@@ -85,6 +88,14 @@ const (
 	// DefaultPartition is the partition of event-source messages that name
 	// none (QUEEN_DEFAULT_PARTITION).
 	DefaultPartition = queen.DefaultPartition
+	// DefaultRetentionSeconds is how long a queue that sets no retention
+	// keeps its messages: a week, Kafka's default, so that a deployment's
+	// disk is bounded by a week of its writes (see docs/aws.md).
+	DefaultRetentionSeconds = 7 * 24 * 3600
+	// DefaultCompletedRetentionSeconds is how long a queue that sets no
+	// completedRetentionSeconds keeps what every group consumed: 0, until
+	// the retention above, so that a week of replay stays possible.
+	DefaultCompletedRetentionSeconds = 0
 )
 
 // Limits checked by Validate.
@@ -140,6 +151,13 @@ type Config struct {
 	// ReaperInterval (QUEEN_REAPER_INTERVAL, a Go duration such as "10s")
 	// is the reaper period of `queen serve`. Default DefaultReaperInterval.
 	ReaperInterval time.Duration
+
+	// Retention (QUEEN_DEFAULT_RETENTION_SECONDS and
+	// QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS; 0 there: keep for ever) is
+	// the deployment's retention for queues that set none of a kind or
+	// turned retention off. Zero fields: DefaultRetentionSeconds and
+	// DefaultCompletedRetentionSeconds; a negative field keeps for ever.
+	Retention queen.RetentionDefaults
 
 	// DefaultQueue (QUEEN_DEFAULT_QUEUE) is the queue of event-source
 	// messages that name none; EventBridge events always go there.
@@ -231,6 +249,21 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		c.ReaperInterval = d
 		return nil
 	})
+	seconds := func(dst *int) func(string) error {
+		return func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return errors.New("must be a number of seconds, 0 to keep for ever")
+			}
+			*dst = n
+			if n == 0 {
+				*dst = -1
+			}
+			return nil
+		}
+	}
+	parse(EnvDefaultRetention, seconds(&c.Retention.Seconds))
+	parse(EnvDefaultCompleted, seconds(&c.Retention.CompletedSeconds))
 	if len(errs) > 0 {
 		return c, fmt.Errorf("config: %w", errors.Join(errs...))
 	}
@@ -271,6 +304,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DefaultPartition == "" {
 		c.DefaultPartition = DefaultPartition
+	}
+	if c.Retention.Seconds == 0 {
+		c.Retention.Seconds = DefaultRetentionSeconds
+	}
+	if c.Retention.CompletedSeconds == 0 {
+		c.Retention.CompletedSeconds = DefaultCompletedRetentionSeconds
 	}
 	return c
 }
@@ -343,6 +382,16 @@ func (c Config) Validate() error {
 // identity, metrics).
 func (c Config) API(log *slog.Logger) httpapi.Config {
 	return httpapi.Config{MaxBodyBytes: c.MaxBodyBytes, MaxWait: c.MaxWait, Logger: log}
+}
+
+// Store is the engine's configuration: the deployment's retention
+// defaults, log, and keys (the key ring of encrypted queues, nil: none).
+// Every entry point builds its store from it, as it builds the API from
+// API.
+func (c Config) Store(log *slog.Logger, keys pgstore.KeyLoader) pgstore.Config {
+	return pgstore.Config{Logger: log, Keys: keys,
+		DefaultRetentionSeconds:          max(c.Retention.Seconds, 0),
+		DefaultCompletedRetentionSeconds: max(c.Retention.CompletedSeconds, 0)}
 }
 
 // HasDatabase reports whether the configuration names a database.

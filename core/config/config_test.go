@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/queen-serverless/queen/core/config"
+	"github.com/queen-serverless/queen/core/queen"
 )
 
 func env(m map[string]string) func(string) string {
@@ -19,6 +20,15 @@ func TestFromEnvDefaults(t *testing.T) {
 	local, err := config.FromEnv(env(nil))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A queue that sets no retention keeps a week; 0 in the environment
+	// keeps for ever.
+	if st := local.Store(nil, nil); st.DefaultRetentionSeconds != 7*24*3600 || st.DefaultCompletedRetentionSeconds != 0 {
+		t.Errorf("default retention %+v", st)
+	}
+	forever, err := config.FromEnv(env(map[string]string{"QUEEN_DEFAULT_RETENTION_SECONDS": "0"}))
+	if err != nil || forever.Store(nil, nil).DefaultRetentionSeconds != 0 {
+		t.Errorf("QUEEN_DEFAULT_RETENTION_SECONDS=0: %+v %v", forever.Retention, err)
 	}
 	if local.Lambda || local.MaxWait != 30*time.Second || local.Port != 6632 || local.MaxBodyBytes != 6<<20 ||
 		local.LogLevel != slog.LevelInfo || local.ReaperInterval != config.DefaultReaperInterval ||
@@ -46,6 +56,7 @@ func TestFromEnvParses(t *testing.T) {
 		"QUEEN_MAX_WAIT_MS": "1500", "QUEEN_MAX_BODY_BYTES": "1024", "QUEEN_LOG_LEVEL": "debug",
 		"QUEEN_PORT": "7000", "QUEEN_REAPER_INTERVAL": "2s", "QUEEN_DB_PORT": "6543",
 		"QUEEN_DEFAULT_QUEUE": "events", "QUEEN_DEFAULT_PARTITION": "p 1", "QUEEN_EVENT_PARTITION_FIELD": "customer.id",
+		"QUEEN_DEFAULT_RETENTION_SECONDS": "3600", "QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS": "60",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +64,7 @@ func TestFromEnvParses(t *testing.T) {
 	want := config.Config{
 		DatabaseURL: "postgres://localhost/queen", DBPort: 6543, DBSSLMode: "require",
 		MaxWait: 1500 * time.Millisecond, MaxBodyBytes: 1024, LogLevel: slog.LevelDebug,
-		Port: 7000, ReaperInterval: 2 * time.Second,
+		Port: 7000, ReaperInterval: 2 * time.Second, Retention: queen.RetentionDefaults{Seconds: 3600, CompletedSeconds: 60},
 		DefaultQueue: "events", DefaultPartition: "p 1", EventPartitionField: "customer.id",
 	}
 	if c != want {
@@ -79,6 +90,8 @@ func TestFromEnvRejects(t *testing.T) {
 		"sslmode":       {map[string]string{"QUEEN_DB_SSLMODE": "maybe"}, []string{"QUEEN_DB_SSLMODE"}},
 		"queue name":    {map[string]string{"QUEEN_DEFAULT_QUEUE": "no spaces"}, []string{"QUEEN_DEFAULT_QUEUE"}},
 		"wait too long": {map[string]string{"QUEEN_MAX_WAIT_MS": "3600000"}, []string{"QUEEN_MAX_WAIT_MS"}},
+		"retention": {map[string]string{"QUEEN_DEFAULT_RETENTION_SECONDS": "1w", "QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS": "-5"},
+			[]string{"QUEEN_DEFAULT_RETENTION_SECONDS", "QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := config.FromEnv(env(tc.env))

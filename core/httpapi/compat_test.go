@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/queen"
 )
@@ -217,6 +218,14 @@ func TestCompatConfigureEcho(t *testing.T) {
 	} {
 		res := configure("echo-"+c.name, c.opts)
 		sameAsSent(c.name, res, c.opts)
+		// A queue that sets no window of a kind, or turned retention
+		// off, keeps for the deployment's default.
+		if c.keep == 0 {
+			c.keep = config.DefaultRetentionSeconds
+		}
+		if c.keepDone == 0 {
+			c.keepDone = config.DefaultCompletedRetentionSeconds
+		}
 		if res.Options["effectiveRetentionSeconds"] != c.keep || res.Options["effectiveCompletedRetentionSeconds"] != c.keepDone ||
 			res.Options["retentionEnabled"] != c.enabled {
 			t.Errorf("%s: effective %v / %v, enabled %v; want %v / %v, %v", c.name, res.Options["effectiveRetentionSeconds"],
@@ -227,9 +236,11 @@ func TestCompatConfigureEcho(t *testing.T) {
 		}
 	}
 	// A partial update keeps what it does not name; retentionEnabled false
-	// keeps the windows and applies none, true applies them again.
+	// keeps the windows and applies the deployment's default instead, true
+	// applies them again.
 	res := configure("echo-smallest", map[string]any{"retentionEnabled": false})
-	if res.Options["ttl"] != 60.0 || res.Options["retentionSeconds"] != 120.0 || res.Options["effectiveRetentionSeconds"] != 0.0 {
+	if res.Options["ttl"] != 60.0 || res.Options["retentionSeconds"] != 120.0 ||
+		res.Options["effectiveRetentionSeconds"] != float64(config.DefaultRetentionSeconds) {
 		t.Errorf("after retentionEnabled false: %v", res.Options)
 	}
 	res = configure("echo-smallest", map[string]any{"retentionEnabled": true, "ttl": 0})

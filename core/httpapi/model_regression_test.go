@@ -185,7 +185,7 @@ func (s *server) browse(query string) regBrowse {
 
 func (s *server) reap() {
 	s.t.Helper()
-	if _, err := s.env.Store.Reap(context.Background(), 1000); err != nil {
+	if _, err := s.env.Store.Reap(context.Background(), queen.ReapRequest{Batch: 1000}); err != nil {
 		s.t.Fatal(err)
 	}
 }

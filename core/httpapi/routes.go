@@ -614,9 +614,10 @@ func queueOptions(raw json.RawMessage) (queen.QueueOptions, error) {
 // PriorityNote explains why priority has no effect.
 const PriorityNote = "priority is accepted for client compatibility and has no effect: partitions are drained in offset order"
 
-// RetentionOffNote says that retention windows are kept but not applied.
-const RetentionOffNote = "retentionEnabled is false: the retention windows are kept as given but none applies " +
-	"(effectiveRetentionSeconds and effectiveCompletedRetentionSeconds are 0) until it is true"
+// RetentionOffNote says that the queue's retention windows are kept but not
+// applied.
+const RetentionOffNote = "retentionEnabled is false: the retention windows are kept as given but the deployment's " +
+	"default retention applies instead (effectiveRetentionSeconds and effectiveCompletedRetentionSeconds) until it is true"
 
 func (a *API) configure(w http.ResponseWriter, r *http.Request) error {
 	var req configureRequest

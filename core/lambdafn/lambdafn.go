@@ -71,8 +71,8 @@ func (f *Function) OpenStore() {
 		Exit(f.Logger, "database pool", err)
 	}
 	f.Pool = pool
-	f.Store = pgstore.New(pool, pgstore.Config{Logger: f.Logger,
-		Keys: secrets.KeyLoader(f.Config, secrets.SecretsManager(dbconn.LoadDefaultAWSConfig))})
+	f.Store = pgstore.New(pool, f.Config.Store(f.Logger,
+		secrets.KeyLoader(f.Config, secrets.SecretsManager(dbconn.LoadDefaultAWSConfig))))
 }
 
 // API returns the HTTP API over the store with the configured limits; the

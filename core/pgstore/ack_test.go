@@ -171,7 +171,7 @@ func TestPoisonMessageIsIsolated(t *testing.T) {
 	for attempt := 1; attempt <= retryLimit; attempt++ {
 		e.Clock.Advance(11 * time.Second)
 		if attempt%2 == 0 { // expiries noticed by the reaper count the same as by a pop
-			if st, err := e.Store.Reap(ctx, 100); err != nil || st.LeasesExpired != 1 {
+			if st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil || st.LeasesExpired != 1 {
 				t.Fatalf("reap: %+v %v", st, err)
 			}
 		}
@@ -195,7 +195,7 @@ func TestPoisonMessageIsIsolated(t *testing.T) {
 		t.Fatalf("DLQ = %+v, want only offset 0 with %d attempts", page, retryLimit+1)
 	}
 	// Reaping again does not count the same expiry twice.
-	if st, _ := e.Store.Reap(ctx, 100); st.LeasesExpired != 0 {
+	if st, _ := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100}); st.LeasesExpired != 0 {
 		t.Fatalf("second reap expired %d leases", st.LeasesExpired)
 	}
 }

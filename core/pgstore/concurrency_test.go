@@ -83,7 +83,7 @@ func TestConcurrencyChecker(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			st, err := e.Store.Reap(ctx, 50)
+			st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 50})
 			if err != nil {
 				if ctx.Err() == nil {
 					h.fail("reap: %v", err)

@@ -77,7 +77,7 @@ func TestEveryReplyMatchesItsGoType(t *testing.T) {
 	_, err = e.Store.Maintenance(ctx)
 	must("maintenance", err)
 	e.Clock.Advance(2 * time.Hour)
-	_, err = e.Store.Reap(ctx, 100)
+	_, err = e.Store.Reap(ctx, queen.ReapRequest{Batch: 100})
 	must("reap", err)
 	must("delete group", e.Store.DeleteGroup(ctx, "g", "c"))
 	must("delete queue", e.Store.DeleteQueue(ctx, "c"))

@@ -543,6 +543,7 @@ func shrink(env *pgstoretest.Env, seed uint64, ops []dOp, msg string) ([]dOp, st
 type dRun struct {
 	env     *pgstoretest.Env
 	store   *pgstore.Store
+	cfg     pgstore.Config
 	clock   *pgstoretest.Clock
 	model   *refmodel.Model
 	queue   string
@@ -561,8 +562,19 @@ func (r *dRun) now() time.Time { return r.clock.Now() }
 // description, or "" when every step matched.
 func runSequence(env *pgstoretest.Env, seed uint64, attempt int, ops []dOp, cov *dCoverage) (int, string) {
 	clock := pgstoretest.NewClock(pgstoretest.Epoch)
-	r := &dRun{env: env, clock: clock, store: pgstore.New(env.Pool, pgstore.Config{Clock: clock.Now}),
-		model: refmodel.New(), queue: fmt.Sprintf("diff-%d-%d", seed, attempt),
+	// The deployment's retention defaults, the same in store and model:
+	// none in most sequences, windows short enough to act in others.
+	cfg, model := pgstore.Config{Clock: clock.Now}, refmodel.New()
+	drng := rand.New(rand.NewPCG(seed, uint64(attempt)))
+	if drng.IntN(4) == 0 {
+		cfg.DefaultRetentionSeconds = 20 + drng.IntN(40)
+	}
+	if drng.IntN(4) == 0 {
+		cfg.DefaultCompletedRetentionSeconds = 5 + drng.IntN(20)
+	}
+	model.DefaultRetention, model.DefaultCompletedRetention = cfg.DefaultRetentionSeconds, cfg.DefaultCompletedRetentionSeconds
+	r := &dRun{env: env, clock: clock, cfg: cfg, store: pgstore.New(env.Pool, cfg),
+		model: model, queue: fmt.Sprintf("diff-%d-%d", seed, attempt),
 		pids: map[string]string{}, names: map[string]string{}, leases: map[[2]string][]string{}, cov: cov}
 	defer func() { _ = r.store.DeleteQueue(ctx, r.queue) }()
 	// The reaper's record (when it last ran, its dedup cutoff) is global to
@@ -659,7 +671,7 @@ func (r *dRun) step(o dOp) string {
 		r.clock.Advance(o.d)
 
 	case dReap:
-		got, err := r.store.Reap(ctx, 100000)
+		got, err := r.store.Reap(ctx, queen.ReapRequest{Batch: 100000})
 		if err != nil {
 			return fmt.Sprintf("reap: %v", err)
 		}
@@ -967,7 +979,7 @@ func (r *dRun) pushInFlight(o dOp, now time.Time) string {
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	items := r.pushItems(o)
-	got, perr := pgstore.New(tx, pgstore.Config{Clock: r.clock.Now}).Push(ctx, items)
+	got, perr := pgstore.New(tx, r.cfg).Push(ctx, items)
 	if perr != nil {
 		// Rejected (queue full) before the pop ran, on the state before
 		// it: in serial order the push came first and wrote nothing.

@@ -34,7 +34,7 @@ func TestDeadLetterSurvivesRetention(t *testing.T) {
 	m := deadLetter(t, e, "q")
 
 	e.Clock.Advance(2 * time.Minute)
-	st, err := e.Store.Reap(ctx, 100)
+	st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100})
 	if err != nil || st.SegmentsRetained != 1 {
 		t.Fatalf("reap: %+v %v, want the segment removed by retention", st, err)
 	}

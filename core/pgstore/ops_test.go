@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -94,7 +95,7 @@ func TestReaperRetentionAndDedup(t *testing.T) {
 	mustAck(t, e, ack(r.Messages[3], "g2", r.LeaseID, queen.AckCompleted))
 
 	e.Clock.Advance(45 * time.Second)
-	st, err := e.Store.Reap(ctx, 100)
+	st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100})
 	// Four keys, of which the two of the segments' first messages are
 	// their segments' (they leave with them): two key rows to prune.
 	if err != nil || st.DedupPruned != 2 || st.SegmentsCompleted != 0 {
@@ -104,13 +105,13 @@ func TestReaperRetentionAndDedup(t *testing.T) {
 		t.Fatalf("key after its window: %s", res[0].Status)
 	}
 	e.Clock.Advance(30 * time.Second)
-	st, err = e.Store.Reap(ctx, 100)
+	st, err = e.Store.Reap(ctx, queen.ReapRequest{Batch: 100})
 	if err != nil || st.SegmentsCompleted != 1 {
 		t.Fatalf("reap at 75 s: %+v %v, want only the segment both groups committed", st, err)
 	}
-	// Bounded and idempotent.
-	st, _ = e.Store.Reap(ctx, 100)
-	if st != (queen.ReapStats{}) {
+	// Caught up, and idempotent.
+	st, _ = e.Store.Reap(ctx, queen.ReapRequest{Batch: 100})
+	if st.Did() || st.Behind {
 		t.Fatalf("second reap did work: %+v", st)
 	}
 }
@@ -265,4 +266,97 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatalf("migrations applied %d times in all, want each once (%d)", total, len(pgstore.Migrations()))
 	}
 	pushN(t, e, "q", "p", "m", 1)
+}
+
+// A reaper pass whose time is up stops after a round of one batch of each
+// kind and says what it left; the next pass catches up on all of it.
+func TestReaperPassLeavesBacklogAndCatchesUp(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	configure(t, e, "busy", queen.QueueOptions{LeaseTime: ptr(10), RetentionSeconds: ptr(60), DedupWindowSeconds: ptr(30)})
+	for i := range 8 {
+		part := fmt.Sprintf("p%d", i)
+		// Three client-made ids: the segment holds the first key, two key
+		// rows go to the dedup table.
+		pushN(t, e, "busy", part, "k"+part, 3)
+		if r := pop(t, e, queen.PopRequest{Queue: "busy", Partition: part, ConsumerGroup: "g", Batch: 3}); len(r.Messages) != 3 {
+			t.Fatalf("pop %s: %d messages", part, len(r.Messages))
+		}
+	}
+	// Every lease expired, every key past its window, every segment past
+	// its retention: 8 leases, 16 key rows, 8 segments.
+	e.Clock.Advance(61 * time.Second)
+
+	st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 3, Deadline: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := queen.ReapStats{LeasesExpired: 3, DedupPruned: 3, SegmentsRetained: 3, Batches: 4, Behind: true,
+		Backlog: queen.ReapBacklog{Leases: 5, Dedup: 13, Retention: 5}}
+	if st != want {
+		t.Fatalf("pass out of time:\n got %+v\nwant %+v", st, want)
+	}
+
+	st, err = e.Store.Reap(ctx, queen.ReapRequest{Batch: 3})
+	if err != nil || st.Behind || st.Backlog != (queen.ReapBacklog{}) ||
+		st.LeasesExpired != 5 || st.DedupPruned != 13 || st.SegmentsRetained != 5 {
+		t.Fatalf("pass without a deadline: %+v %v, want the rest done and nothing left", st, err)
+	}
+	if d := depth(t, e, "busy"); d != 0 {
+		t.Errorf("depth after retention %d, want 0", d)
+	}
+	if res := pushN(t, e, "busy", "p0", "kp0", 1); res[0].Status != queen.StatusQueued {
+		t.Errorf("a key past its window still deduplicates: %s", res[0].Status)
+	}
+}
+
+// A queue that sets no retention, or turns it off, keeps its messages for
+// the deployment's default; one that sets its own keeps them for that.
+func TestDeploymentDefaultRetention(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	cfg := pgstoretest.StoreConfig()
+	cfg.Clock = e.Clock.Now
+	cfg.DefaultRetentionSeconds = 100
+	e.Store = pgstore.New(e.Pool, cfg)
+
+	configure(t, e, "own", queen.QueueOptions{RetentionSeconds: ptr(1000)})
+	configure(t, e, "off", queen.QueueOptions{RetentionSeconds: ptr(10), RetentionEnabled: ptr(false)})
+	for _, q := range []string{"unset", "own", "off"} {
+		pushN(t, e, q, "p", "x", 2)
+		detail, err := e.Store.Queue(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 100
+		if q == "own" {
+			want = 1000
+		}
+		if got := detail.Options.EffectiveRetentionSeconds; got != want {
+			t.Errorf("%s: effectiveRetentionSeconds %d, want %d", q, got, want)
+		}
+	}
+	e.Clock.Advance(99 * time.Second)
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil || st.SegmentsRetained != 0 {
+		t.Fatalf("reap at 99 s: %+v %v, want nothing retained", st, err)
+	}
+	e.Clock.Advance(2 * time.Second)
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil || st.SegmentsRetained != 2 {
+		t.Fatalf("reap at 101 s: %+v %v, want the segments of unset and off retained", st, err)
+	}
+	for q, want := range map[string]int64{"unset": 0, "off": 0, "own": 2} {
+		if d := depth(t, e, q); d != want {
+			t.Errorf("%s: depth %d, want %d", q, d, want)
+		}
+	}
+}
+
+// depth is a queue's depth as its detail reports it.
+func depth(t *testing.T, e *pgstoretest.Env, queue string) int64 {
+	t.Helper()
+	d, err := e.Store.Queue(ctx, queue)
+	if err != nil {
+		t.Fatalf("queue %s: %v", queue, err)
+	}
+	return d.Depth
 }

@@ -104,7 +104,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	if _, err := s.Seek(ctx, "g", "bq", queen.SeekTarget{ToBeginning: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reap(ctx, 100); err != nil {
+	if _, err := s.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Queue(ctx, "bq"); err != nil {

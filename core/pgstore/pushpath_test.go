@@ -172,7 +172,7 @@ func TestDedupKeyStaysGoneAfterTheReaperWhenTheWindowGrows(t *testing.T) {
 		pushN(t, e, queue, "p", "k", 1)
 		e.Clock.Advance(20 * time.Second)
 		if reap {
-			if _, err := e.Store.Reap(ctx, 100); err != nil {
+			if _, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -231,7 +231,7 @@ func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
 		configure(t, e, q, queen.QueueOptions{RetentionSeconds: ptr(10), DedupWindowSeconds: ptr(60)})
 		first = push(q, "k")
 		e.Clock.Advance(20 * time.Second)
-		if st, err := e.Store.Reap(ctx, 100); err != nil || st.SegmentsRetained == 0 {
+		if st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil || st.SegmentsRetained == 0 {
 			t.Fatalf("%s: reap after the retention: %+v %v", name, st, err)
 		}
 		if n := count(t, e, `SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num
@@ -286,7 +286,7 @@ func TestAckOfAnUndeliveredRepeatAfterTheReaper(t *testing.T) {
 	}
 	mustAck(t, e, ack(r.Messages[0], "", r.LeaseID, queen.AckCompleted))
 	e.Clock.Advance(6 * time.Second)
-	if st, err := e.Store.Reap(ctx, 100); err != nil || st.DedupPruned == 0 {
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil || st.DedupPruned == 0 {
 		t.Fatalf("reap: %+v %v, want the key row of offset 2 pruned", st, err)
 	}
 	_, err := e.Store.Ack(ctx, []queen.Ack{ack(r.Messages[0], "", r.LeaseID, queen.AckCompleted)})
@@ -345,7 +345,7 @@ func TestWindowChangeWithoutAReapKeepsKeys(t *testing.T) {
 	configure(t, e, "spell", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
 	pushQueued(t, e, "spell", "a")
 	e.Clock.Advance(10 * time.Second)
-	if _, err := e.Store.Reap(ctx, 100); err != nil {
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil {
 		t.Fatal(err)
 	}
 	e.Clock.Advance(10 * time.Second)

@@ -62,7 +62,7 @@ func TestRetentionGapKeepsAttemptCounting(t *testing.T) {
 	e.Clock.Advance(50 * time.Second)
 	pushN(t, e, "q", "p", "new", 1) // offset 3
 	e.Clock.Advance(20 * time.Second)
-	if _, err := e.Store.Reap(ctx, 0); err != nil {
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	for attempt := 0; attempt < 2; attempt++ {
@@ -80,7 +80,7 @@ func TestRetentionGapKeepsAttemptCounting(t *testing.T) {
 	r := pop(t, e, queen.PopRequest{Queue: "q", Partition: "p2", Batch: 2})
 	e.Clock.Advance(301 * time.Second) // lease gone, and retention removes both messages
 	pushN(t, e, "q", "p2", "y", 1)
-	if _, err := e.Store.Reap(ctx, 0); err != nil {
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	r = pop(t, e, queen.PopRequest{Queue: "q", Partition: "p2"})

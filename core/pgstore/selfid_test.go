@@ -93,7 +93,7 @@ func TestGeneratedIdSentBackAfterRetentionIsADuplicate(t *testing.T) {
 	configure(t, e, "r", queen.QueueOptions{DedupWindowSeconds: ptr(3600), RetentionSeconds: ptr(1)})
 	stored := append(pushGenerated(t, e, "r", "p", 1), pushGenerated(t, e, "r", "p", 3)...)
 	e.Clock.Advance(10 * time.Second)
-	if st, err := e.Store.Reap(ctx, 100); err != nil || st.SegmentsRetained != 2 {
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil || st.SegmentsRetained != 2 {
 		t.Fatalf("reap: %+v %v, want both segments removed by retention", st, err)
 	}
 	for _, r := range stored {
@@ -235,7 +235,7 @@ func TestGeneratedIdsFollowWindowChanges(t *testing.T) {
 			res := pushGenerated(t, e, "w", "p", 1)
 			e.Clock.Advance(c.advance)
 			if c.reap {
-				if _, err := e.Store.Reap(ctx, 100); err != nil {
+				if _, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -51,7 +51,8 @@ var (
 	sqlDLQList     = query("dlq_list")
 	sqlDLQGet      = query("dlq_get")
 	sqlDLQDelete   = query("dlq_delete")
-	sqlReap        = query("reap")
+	sqlReapStep    = query("reap_step")
+	sqlReapBacklog = query("reap_backlog")
 	sqlQueues      = query("queues_list")
 	sqlQueue       = query("queue_get")
 	sqlQueueDelete = query("queue_delete")
@@ -85,6 +86,11 @@ type Config struct {
 	// server has no key, and encrypted queues are refused with
 	// queen.ErrKeyUnavailable.
 	Keys KeyLoader
+	// DefaultRetentionSeconds and DefaultCompletedRetentionSeconds are the
+	// deployment's retention windows for a queue that sets none of that
+	// kind or turned retention off (0: keep for ever).
+	DefaultRetentionSeconds          int
+	DefaultCompletedRetentionSeconds int
 }
 
 // DefaultDeadlockRetries is Config.DeadlockRetries unless set.
@@ -915,13 +921,13 @@ type queueRow struct {
 	UpdatedAt                 time.Time `json:"updated_at"`
 }
 
-func (r queueRow) queue() queen.Queue {
+func (r queueRow) queue(d queen.RetentionDefaults) queen.Queue {
 	q := queen.Queue{Name: r.Name, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Options: queen.Options{
 		LeaseTime: r.LeaseTime, RetryLimit: r.RetryLimit, RetryDelay: r.RetryDelayMS, DedupWindowSeconds: r.DedupWindow,
 		DelayedProcessing: r.DelayedProcessing, WindowBuffer: r.WindowBuffer, MaxSize: r.MaxSize,
 		RetentionSeconds: r.RetentionSeconds, CompletedRetentionSeconds: r.CompletedRetentionSeconds,
 		EncryptionEnabled: r.EncryptionEnabled, Priority: r.Priority, TTL: r.TTL, MaxWaitTimeSeconds: r.MaxWaitTimeSeconds,
-	}.WithDerived(r.RetentionEnabled)}
+	}.WithDerived(r.RetentionEnabled, d)}
 	if r.Namespace != nil {
 		q.Namespace = *r.Namespace
 	}
@@ -967,7 +973,7 @@ func (s *Store) Configure(ctx context.Context, req queen.ConfigureRequest) (quee
 		return queen.Queue{}, err
 	}
 	s.remember(row.Name, row.EncryptionEnabled)
-	return row.queue(), nil
+	return row.queue(s.retentionDefaults()), nil
 }
 
 // Seek implements queen.Store.
@@ -1111,7 +1117,7 @@ func (s *Store) Queue(ctx context.Context, name string) (queen.QueueDetail, erro
 		}
 		return queen.QueueDetail{}, err
 	}
-	return queen.QueueDetail{Queue: out.Queue.queue(), Depth: out.Depth, Partitions: out.Partitions, Groups: out.Groups}, nil
+	return queen.QueueDetail{Queue: out.Queue.queue(s.retentionDefaults()), Depth: out.Depth, Partitions: out.Partitions, Groups: out.Groups}, nil
 }
 
 // DeleteQueue implements queen.Store.
@@ -1210,17 +1216,74 @@ func (s *Store) Browse(ctx context.Context, req queen.BrowseRequest) ([]queen.Br
 	return out, nil
 }
 
-// DefaultReapLimit bounds the rows of each kind one reaper pass touches.
-const DefaultReapLimit = 1000
+// DefaultReapBatch is the most rows of one kind one reaper transaction
+// touches unless ReapRequest.Batch says otherwise: small enough that a
+// batch holds its locks for milliseconds, large enough that the
+// statement's fixed cost is spread thin.
+const DefaultReapBatch = 2000
 
-// Reap implements queen.Store.
-func (s *Store) Reap(ctx context.Context, limit int) (queen.ReapStats, error) {
-	if limit <= 0 {
-		limit = DefaultReapLimit
+// reapKinds are the kinds of maintenance a reaper pass does, in the order
+// it takes them (see queen.reap_step).
+var reapKinds = [...]string{"leases", "dedup", "retention", "completed"}
+
+func (s *Store) retentionDefaults() queen.RetentionDefaults {
+	return queen.RetentionDefaults{Seconds: s.cfg.DefaultRetentionSeconds, CompletedSeconds: s.cfg.DefaultCompletedRetentionSeconds}
+}
+
+// Reap implements queen.Store: rounds of one batch of every kind that has
+// not caught up, each batch its own transaction, until all have caught up
+// (a batch came back short) or the deadline has passed.
+func (s *Store) Reap(ctx context.Context, req queen.ReapRequest) (queen.ReapStats, error) {
+	batch := req.Batch
+	if batch <= 0 {
+		batch = DefaultReapBatch
 	}
-	var out queen.ReapStats
-	err := s.call(ctx, "reap", sqlReap, &out, s.now(), limit)
-	return out, err
+	var st queen.ReapStats
+	pending := reapKinds[:]
+	for len(pending) > 0 {
+		// Every pass does at least one round, so that even a pass whose
+		// time is short moves forward.
+		if st.Batches > 0 && !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
+			st.Behind = true
+			break
+		}
+		var next []string
+		for _, kind := range pending {
+			var r struct {
+				N    int `json:"n"`
+				Dead int `json:"dead"`
+			}
+			err := s.call(ctx, "reap "+kind, sqlReapStep, &r, s.now(), kind, batch,
+				s.cfg.DefaultRetentionSeconds, s.cfg.DefaultCompletedRetentionSeconds)
+			if err != nil {
+				return st, err
+			}
+			st.Batches++
+			switch kind {
+			case "leases":
+				st.LeasesExpired += r.N
+				st.DeadLettered += r.Dead
+			case "dedup":
+				st.DedupPruned += r.N
+			case "retention":
+				st.SegmentsRetained += r.N
+			case "completed":
+				st.SegmentsCompleted += r.N
+			}
+			if r.N >= batch {
+				next = append(next, kind)
+			}
+		}
+		pending = next
+	}
+	if st.Behind {
+		err := s.call(ctx, "reap backlog", sqlReapBacklog, &st.Backlog, s.now(),
+			s.cfg.DefaultRetentionSeconds, s.cfg.DefaultCompletedRetentionSeconds, queen.MaxBacklogCount)
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
 }
 
 // Maintenance implements queen.Store.

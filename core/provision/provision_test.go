@@ -111,7 +111,7 @@ func exercise(t *testing.T, store *pgstore.Store) {
 	step("ack", err)
 	_, err = store.RetryDeadLetter(ctx, m1.PartitionID, m1.TransactionID, "")
 	step("dlq retry", err)
-	_, err = store.Reap(ctx, 0)
+	_, err = store.Reap(ctx, queen.ReapRequest{})
 	step("reap", err)
 	_, err = store.Stats(ctx)
 	step("stats", err)

@@ -68,8 +68,9 @@ type Store interface {
 	// SetMaintenance switches one maintenance mode: pushes paused (push) or
 	// pops returning nothing (pop), for every process at once.
 	SetMaintenance(ctx context.Context, mode MaintenanceMode, enabled bool) (MaintenanceState, error)
-	// Reap runs one bounded maintenance pass.
-	Reap(ctx context.Context, limit int) (ReapStats, error)
+	// Reap runs one maintenance pass: lease expiry, dedup pruning and
+	// retention, in short transactions until caught up or req.Deadline.
+	Reap(ctx context.Context, req ReapRequest) (ReapStats, error)
 	// Stats reads the gauges for metrics.
 	Stats(ctx context.Context) (Stats, error)
 	// Ping checks the database.

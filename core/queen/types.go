@@ -268,16 +268,25 @@ type Options struct {
 	// EffectiveRetentionSeconds and EffectiveCompletedRetentionSeconds are
 	// the windows retention applies (0: none): the smallest of
 	// retentionSeconds, ttl and maxWaitTimeSeconds that is set, and
-	// completedRetentionSeconds; both 0 while retentionEnabled is false.
+	// completedRetentionSeconds; the deployment's defaults where the queue
+	// sets none or retentionEnabled is false.
 	EffectiveRetentionSeconds          int `json:"effectiveRetentionSeconds"`
 	EffectiveCompletedRetentionSeconds int `json:"effectiveCompletedRetentionSeconds"`
 }
 
+// RetentionDefaults are a deployment's retention windows, in seconds, for
+// a queue that sets none of that kind or turned retention off (0: keep for
+// ever).
+type RetentionDefaults struct {
+	Seconds          int
+	CompletedSeconds int
+}
+
 // WithDerived fills the options derived from the others: retentionEnabled
 // when it was never given (enabled, nil: whether a window is set), the
-// effective windows, and deadLetterQueue and dlqAfterMaxRetries (always
-// true).
-func (o Options) WithDerived(enabled *bool) Options {
+// effective windows (the queue's own, else the deployment's defaults d),
+// and deadLetterQueue and dlqAfterMaxRetries (always true).
+func (o Options) WithDerived(enabled *bool, d RetentionDefaults) Options {
 	keep := 0
 	for _, w := range []int{o.RetentionSeconds, o.TTL, o.MaxWaitTimeSeconds} {
 		if w > 0 && (keep == 0 || w < keep) {
@@ -292,6 +301,12 @@ func (o Options) WithDerived(enabled *bool) Options {
 		}
 	} else {
 		o.RetentionEnabled = keep > 0 || o.CompletedRetentionSeconds > 0
+	}
+	if o.EffectiveRetentionSeconds == 0 {
+		o.EffectiveRetentionSeconds = d.Seconds
+	}
+	if o.EffectiveCompletedRetentionSeconds == 0 {
+		o.EffectiveCompletedRetentionSeconds = d.CompletedSeconds
 	}
 	o.DeadLetterQueue, o.DLQAfterMaxRetries = true, true
 	return o
@@ -456,13 +471,49 @@ type BrowseRequest struct {
 	Limit      int
 }
 
-// ReapStats counts what one reaper pass did.
+// ReapRequest bounds one reaper pass. The pass works kind by kind (lease
+// expiry, dedup pruning, retention) in short transactions of at most Batch
+// rows each, taking the kinds in turn, until every kind has caught up (a
+// batch came back short) or Deadline has passed.
+type ReapRequest struct {
+	// Batch is the most rows of one kind one transaction touches (0: the
+	// store's default).
+	Batch int
+	// Deadline ends the pass with work left (zero: none; the context still
+	// applies). The batch running at the deadline finishes.
+	Deadline time.Time
+}
+
+// ReapStats counts what one reaper pass did, and what it left behind.
 type ReapStats struct {
 	LeasesExpired     int `json:"leasesExpired"`
 	DeadLettered      int `json:"deadLettered"`
 	DedupPruned       int `json:"dedupPruned"` // key rows; a segment's first key leaves with its segment
 	SegmentsRetained  int `json:"segmentsRetained"`
 	SegmentsCompleted int `json:"segmentsCompleted"`
+	// Batches is the number of transactions the pass ran.
+	Batches int `json:"batches"`
+	// Behind is true when the deadline ended the pass before every kind
+	// had caught up; Backlog then counts what is left.
+	Behind  bool        `json:"behind"`
+	Backlog ReapBacklog `json:"backlog"`
+}
+
+// ReapBacklog counts the rows a pass left due, per kind (all zero after a
+// pass that caught up). Each count stops at MaxBacklogCount.
+type ReapBacklog struct {
+	Leases    int64 `json:"leases"`    // expired leases not yet expired by the reaper
+	Dedup     int64 `json:"dedup"`     // dedup keys past every window
+	Retention int64 `json:"retention"` // segments past their queue's retention
+}
+
+// MaxBacklogCount caps each ReapBacklog count, so that counting a large
+// backlog stays cheap.
+const MaxBacklogCount = 1_000_000
+
+// Did reports whether the pass changed anything.
+func (s ReapStats) Did() bool {
+	return s.LeasesExpired+s.DedupPruned+s.SegmentsRetained+s.SegmentsCompleted > 0
 }
 
 // Stats are the gauges the reaper and /metrics report.

@@ -1,8 +1,12 @@
 // Package reaper runs the store's maintenance pass (queen.Store.Reap:
 // expire leases and count the attempt, prune dedup keys, apply retention) on
 // a schedule: once per EventBridge tick in the reaper function (Handler),
-// from a ticker in `queen serve` (Loop). Each pass is bounded and
-// idempotent, so passes may overlap each other and traffic.
+// from a ticker in `queen serve` (Loop). A pass works in short
+// transactions until it has caught up or its time is up (the function's
+// deadline less a margin; the loop's interval), so its rate follows the
+// write rate instead of a fixed row count; what it leaves behind is
+// reported. Batches are idempotent, so passes may overlap each other and
+// traffic.
 package reaper
 
 import (
@@ -22,11 +26,18 @@ const (
 	Namespace         = "QueenServerless"
 	MetricDLQDepth    = "DLQDepth"
 	MetricMaxGroupLag = "MaxGroupLag"
+	// MetricBehind is 1 for a pass that ran out of time with work left,
+	// else 0; the stack alarms when it stays 1 for several passes.
+	MetricBehind = "ReaperBehind"
+	// The rows a pass left due, per kind (0 after a pass that caught up).
+	MetricBacklogLeases    = "ReaperBacklogLeases"
+	MetricBacklogDedup     = "ReaperBacklogDedup"
+	MetricBacklogRetention = "ReaperBacklogRetention"
 )
 
-// DefaultLimit bounds the rows of each kind one pass touches: the store's
-// default.
-const DefaultLimit = 0
+// DefaultMargin is what Handler leaves of the function's time after a
+// pass: for the gauges, the log line and the metrics.
+const DefaultMargin = 10 * time.Second
 
 // Report is what one reaper pass did and saw.
 type Report struct {
@@ -50,21 +61,35 @@ type Handler struct {
 	// Metrics receives one Embedded Metric Format line per pass (the
 	// function's stdout, which CloudWatch Logs reads).
 	Metrics io.Writer
-	// Limit bounds one pass (0: the store's default).
-	Limit int
+	// Batch bounds the rows of one kind one transaction touches (0: the
+	// store's default).
+	Batch int
+	// Margin is left of the invocation's time when the pass stops for its
+	// deadline. Default DefaultMargin.
+	Margin time.Duration
 	// Now is the clock of the metric timestamps. Default time.Now.
 	Now func() time.Time
 }
 
 // Invoke runs one pass per event (a scheduled event, or any direct
-// invocation), logs it, writes its metrics and returns the report.
+// invocation) until it has caught up or the invocation's deadline less
+// Margin, logs it, writes its metrics and returns the report.
 func (h *Handler) Invoke(ctx context.Context, _ json.RawMessage) (Report, error) {
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now
 	}
 	start := time.Now()
-	stats, err := h.Store.Reap(ctx, h.Limit)
+	req := queen.ReapRequest{Batch: h.Batch}
+	if d, ok := ctx.Deadline(); ok {
+		margin := h.Margin
+		if margin <= 0 {
+			margin = DefaultMargin
+		}
+		// A short invocation still gets a third of its time for the pass.
+		req.Deadline = d.Add(-min(margin, time.Until(d)*2/3))
+	}
+	stats, err := h.Store.Reap(ctx, req)
 	if err != nil {
 		h.Logger.ErrorContext(ctx, "reaper pass failed", "err", err)
 		return Report{}, err
@@ -78,7 +103,11 @@ func (h *Handler) Invoke(ctx context.Context, _ json.RawMessage) (Report, error)
 	}
 	rep.addGauges(gauges)
 	rep.DurationMS = time.Since(start).Milliseconds()
-	h.Logger.InfoContext(ctx, "reaper pass", "report", rep)
+	if rep.Behind {
+		h.Logger.WarnContext(ctx, "reaper pass ran out of time with work left", "report", rep)
+	} else {
+		h.Logger.InfoContext(ctx, "reaper pass", "report", rep)
+	}
 	if h.Metrics != nil {
 		if err := WriteEMF(h.Metrics, now(), rep); err != nil {
 			h.Logger.ErrorContext(ctx, "write metrics", "err", err)
@@ -101,12 +130,16 @@ func (r *Report) addGauges(st queen.Stats) {
 }
 
 // WriteEMF writes one CloudWatch Embedded Metric Format line: in namespace
-// Namespace, without dimensions (the series the alarms use), DLQDepth and
-// MaxGroupLag, plus what the pass did.
+// Namespace, without dimensions (the series the alarms use), DLQDepth,
+// MaxGroupLag, ReaperBehind and the backlogs, plus what the pass did.
 func WriteEMF(w io.Writer, now time.Time, r Report) error {
 	type metric struct {
 		Name string `json:"Name"`
 		Unit string `json:"Unit"`
+	}
+	var behind int64
+	if r.Behind {
+		behind = 1
 	}
 	values := []struct {
 		name  string
@@ -118,6 +151,11 @@ func WriteEMF(w io.Writer, now time.Time, r Report) error {
 		{"DeadLettered", int64(r.DeadLettered)},
 		{"DedupPruned", int64(r.DedupPruned)},
 		{"SegmentsRetained", int64(r.SegmentsRetained + r.SegmentsCompleted)},
+		{"ReaperBatches", int64(r.Batches)},
+		{MetricBehind, behind},
+		{MetricBacklogLeases, r.Backlog.Leases},
+		{MetricBacklogDedup, r.Backlog.Dedup},
+		{MetricBacklogRetention, r.Backlog.Retention},
 	}
 	line := map[string]any{}
 	metrics := make([]metric, 0, len(values))
@@ -142,8 +180,9 @@ func WriteEMF(w io.Writer, now time.Time, r Report) error {
 }
 
 // Loop runs a pass every interval until ctx ends: the reaper of `queen
-// serve`. Passes that did something are logged at info, idle ones at debug,
-// failures at warn (the next tick tries again).
+// serve`. A pass may take up to the interval. Passes that did something
+// are logged at info, idle ones at debug, failures and passes that ran out
+// of time at warn (the next tick goes on).
 func Loop(ctx context.Context, store queen.Store, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -153,13 +192,15 @@ func Loop(ctx context.Context, store queen.Store, interval time.Duration, log *s
 			return
 		case <-t.C:
 		}
-		stats, err := store.Reap(ctx, DefaultLimit)
+		stats, err := store.Reap(ctx, queen.ReapRequest{Deadline: time.Now().Add(interval)})
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
 			log.WarnContext(ctx, "reaper pass failed", "err", err)
-		case stats != (queen.ReapStats{}):
+		case stats.Behind:
+			log.WarnContext(ctx, "reaper pass ran out of time with work left", "stats", stats)
+		case stats.Did():
 			log.InfoContext(ctx, "reaper pass", "stats", stats)
 		default:
 			log.DebugContext(ctx, "reaper pass: nothing to do")

@@ -73,7 +73,7 @@ func TestHandlerReapsAndReports(t *testing.T) {
 				Metrics    []struct{ Name, Unit string }
 			}
 		} `json:"_aws"`
-		DLQDepth, MaxGroupLag, LeasesExpired int64
+		DLQDepth, MaxGroupLag, LeasesExpired, ReaperBehind int64
 	}
 	if err := json.Unmarshal(metrics.Bytes(), &line); err != nil {
 		t.Fatalf("EMF line %q: %v", metrics.String(), err)
@@ -87,10 +87,11 @@ func TestHandlerReapsAndReports(t *testing.T) {
 	for _, m := range cwm[0].Metrics {
 		names[m.Name] = m.Unit == "Count"
 	}
-	if !names["DLQDepth"] || !names["MaxGroupLag"] {
+	if !names["DLQDepth"] || !names["MaxGroupLag"] || !names["ReaperBehind"] || !names["ReaperBacklogLeases"] ||
+		!names["ReaperBacklogDedup"] || !names["ReaperBacklogRetention"] {
 		t.Errorf("EMF metrics %+v", cwm[0].Metrics)
 	}
-	if line.DLQDepth != 1 || line.MaxGroupLag != 3 || line.LeasesExpired != 1 {
+	if line.DLQDepth != 1 || line.MaxGroupLag != 3 || line.LeasesExpired != 1 || line.ReaperBehind != 0 {
 		t.Errorf("EMF values %+v", line)
 	}
 	if !bytes.Contains(logs.Bytes(), []byte(`"leasesExpired":1`)) {
@@ -101,6 +102,52 @@ func TestHandlerReapsAndReports(t *testing.T) {
 	rep, err = h.Invoke(ctx, nil)
 	if err != nil || rep.LeasesExpired != 0 {
 		t.Errorf("second pass: %+v, %v", rep, err)
+	}
+}
+
+// A pass that ran out of time says so in its metrics, with what it left:
+// the series the stack's "reaper not catching up" alarm and dashboard read.
+func TestEMFReportsBacklog(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	rep := reaper.Report{ReapStats: queen.ReapStats{Behind: true, Batches: 40,
+		Backlog: queen.ReapBacklog{Leases: 7, Dedup: 12000, Retention: 3}}}
+	if err := reaper.WriteEMF(&b, time.UnixMilli(0), rep); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(b.Bytes(), &line); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]float64{reaper.MetricBehind: 1, reaper.MetricBacklogLeases: 7,
+		reaper.MetricBacklogDedup: 12000, reaper.MetricBacklogRetention: 3, "ReaperBatches": 40} {
+		if line[name] != want {
+			t.Errorf("%s = %v, want %v", name, line[name], want)
+		}
+	}
+}
+
+// A pass goes on, batch after batch, until it has caught up.
+func TestHandlerCatchesUpInBatches(t *testing.T) {
+	t.Parallel()
+	env := pgstoretest.NewClocked(t)
+	ctx := context.Background()
+	for i := range 7 {
+		part := string(rune('a' + i))
+		if _, err := env.Store.Push(ctx, []queen.PushItem{{Queue: "many", Partition: part, Payload: json.RawMessage(`1`)}}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := env.Store.Pop(ctx, queen.PopRequest{Queue: "many", Partition: part, Batch: 1}); err != nil || len(r.Messages) != 1 {
+			t.Fatalf("pop %s: %v", part, err)
+		}
+	}
+	env.Clock.Advance(time.Duration(queen.DefaultLeaseTime+1) * time.Second)
+	h := &reaper.Handler{Store: env.Store, Logger: slog.New(slog.DiscardHandler), Batch: 2}
+	lambdaCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	rep, err := h.Invoke(lambdaCtx, nil)
+	if err != nil || rep.LeasesExpired != 7 || rep.Behind || rep.Batches < 4 {
+		t.Fatalf("pass: %+v %v, want 7 leases expired in at least 4 batches, nothing left", rep, err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/internal/pgtest"
 )
@@ -65,14 +66,20 @@ type Env struct {
 var Epoch = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // New returns a fresh migrated database with a Store built as every entry
-// point builds it: on the database's clock, with no other setting (tests
-// that need keys or a logger build theirs with pgstore.New, as the mains
-// do). Use it unless the test must move time.
+// point builds it (config.Config.Store with the defaults): on the
+// database's clock, without keys (tests that need keys build theirs from
+// StoreConfig). Use it unless the test must move time.
 func New(t testing.TB) *Env {
 	t.Helper()
 	e := newEnv(t)
-	e.Store = pgstore.New(e.Pool, pgstore.Config{})
+	e.Store = pgstore.New(e.Pool, StoreConfig())
 	return e
+}
+
+// StoreConfig is the store configuration of a process with the default
+// configuration, as the mains build it.
+func StoreConfig() pgstore.Config {
+	return config.Config{}.WithDefaults().Store(nil, nil)
 }
 
 // NewClocked is New with a test clock (pgstore.Config.Clock) that stands
@@ -82,7 +89,9 @@ func NewClocked(t testing.TB) *Env {
 	t.Helper()
 	e := newEnv(t)
 	e.Clock = NewClock(Epoch)
-	e.Store = pgstore.New(e.Pool, pgstore.Config{Clock: e.Clock.Now})
+	cfg := StoreConfig()
+	cfg.Clock = e.Clock.Now
+	e.Store = pgstore.New(e.Pool, cfg)
 	return e
 }
 

@@ -143,6 +143,11 @@ type DeadLetter struct {
 
 // Model is the whole state. The zero value is not usable; call New.
 type Model struct {
+	// DefaultRetention and DefaultCompletedRetention are the deployment's
+	// windows, in seconds, for a queue that sets none of that kind (0:
+	// keep).
+	DefaultRetention, DefaultCompletedRetention int
+
 	queues map[string]*queue
 	subs   map[subKey]subscription
 	dlq    []DeadLetter
@@ -155,7 +160,8 @@ func New() *Model {
 
 // Clone returns a deep copy.
 func (m *Model) Clone() *Model {
-	c := &Model{queues: map[string]*queue{}, subs: map[subKey]subscription{}}
+	c := &Model{DefaultRetention: m.DefaultRetention, DefaultCompletedRetention: m.DefaultCompletedRetention,
+		queues: map[string]*queue{}, subs: map[subKey]subscription{}}
 	for k, s := range m.subs {
 		c.subs[k] = s
 	}

@@ -1,6 +1,7 @@
 package refmodel
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"time"
@@ -125,6 +126,7 @@ type ReapStats struct {
 // Reap does one unbounded maintenance pass: expire leases (counting the
 // attempt), prune dedup keys past their window, delete segments older than
 // retentionSeconds, and delete segments older than completedRetentionSeconds
+// (each the model's default where the queue sets none)
 // that every subscribed group has committed past — a group with no cursor
 // on a partition yet counts from its subscription start, so a group whose
 // subscription starts after a segment never holds it back.
@@ -155,14 +157,14 @@ func (m *Model) Reap(now time.Time) ReapStats {
 				}
 			}
 		}
-		if q.opts.Retention > 0 {
-			cut := now.Add(-secs(q.opts.Retention))
+		if keep := cmp.Or(q.opts.Retention, m.DefaultRetention); keep > 0 {
+			cut := now.Add(-secs(keep))
 			for _, p := range q.parts {
 				st.SegmentsRetained += p.dropSegments(func(s segment) bool { return s.createdAt.Before(cut) })
 			}
 		}
-		if q.opts.CompletedRetention > 0 {
-			cut := now.Add(-secs(q.opts.CompletedRetention))
+		if keep := cmp.Or(q.opts.CompletedRetention, m.DefaultCompletedRetention); keep > 0 {
+			cut := now.Add(-secs(keep))
 			groups := m.subscribers(qn)
 			if len(groups) == 0 {
 				continue

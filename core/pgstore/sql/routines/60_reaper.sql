@@ -3,23 +3,29 @@
 
 -- retention_keep is how long queue x keeps its segments, in seconds (0:
 -- for ever): with p_completed its completedRetentionSeconds, else the
--- smallest of retentionSeconds, ttl and maxWaitTimeSeconds that is set;
--- none while retentionEnabled is false.
-CREATE OR REPLACE FUNCTION queen.retention_keep(x queen.queues, p_completed boolean)
+-- smallest of retentionSeconds, ttl and maxWaitTimeSeconds that is set.
+-- A queue that sets none, or turned retention off (retentionEnabled
+-- false), keeps them for the deployment's default, p_default (0: for
+-- ever).
+DROP FUNCTION IF EXISTS queen.retention_keep(queen.queues, boolean);
+CREATE OR REPLACE FUNCTION queen.retention_keep(x queen.queues, p_completed boolean, p_default int)
 RETURNS int LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
-        WHEN x.retention_enabled IS FALSE THEN 0
-        WHEN p_completed THEN x.completed_retention_seconds
-        ELSE coalesce(least(nullif(x.retention_seconds, 0), nullif(x.ttl, 0), nullif(x.max_wait_time_seconds, 0)), 0)
+        WHEN x.retention_enabled IS FALSE THEN coalesce(p_default, 0)
+        WHEN p_completed THEN coalesce(nullif(x.completed_retention_seconds, 0), p_default, 0)
+        ELSE coalesce(least(nullif(x.retention_seconds, 0), nullif(x.ttl, 0), nullif(x.max_wait_time_seconds, 0)),
+                      p_default, 0)
     END
 $$;
 
 -- _reap_segments deletes up to p_limit segments older than their queue's
--- retentionSeconds, or (p_completed) older than its
--- completedRetentionSeconds and consumed by every subscribed group: by
--- each group's cursor, or its subscription start while it has no cursor
--- there (a group subscribed after a segment never holds it back).
-CREATE OR REPLACE FUNCTION queen._reap_segments(p_now timestamptz, p_limit int, p_completed boolean)
+-- retention, or (p_completed) older than its completed retention and
+-- consumed by every subscribed group: by each group's cursor, or its
+-- subscription start while it has no cursor there (a group subscribed
+-- after a segment never holds it back). p_default is the deployment's
+-- default window of that kind (see retention_keep).
+DROP FUNCTION IF EXISTS queen._reap_segments(timestamptz, int, boolean);
+CREATE OR REPLACE FUNCTION queen._reap_segments(p_now timestamptz, p_limit int, p_completed boolean, p_default int)
 RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     n int;
@@ -30,7 +36,7 @@ BEGIN
             FROM queen.queues x
             JOIN queen.partitions p ON p.queue_id = x.id
             CROSS JOIN LATERAL (
-                SELECT queen.retention_keep(x, p_completed) AS keep,
+                SELECT queen.retention_keep(x, p_completed, p_default) AS keep,
                        CASE WHEN p_completed THEN queen.slowest_position(p.id, x.name) END AS low) cm
             CROSS JOIN LATERAL (
                 SELECT s.ctid FROM queen.segments s
@@ -66,58 +72,135 @@ BEGIN
 END
 $fn$;
 
--- reap does one bounded maintenance pass: expire leases (counting the
--- attempt), prune dedup keys past their window, apply retentionSeconds and
--- completedRetentionSeconds. At most p_limit rows of each kind. Safe to run
--- concurrently with itself and with traffic.
-CREATE OR REPLACE FUNCTION queen.reap(p_now timestamptz, p_limit int)
+-- _reap_leases expires up to p_limit leases past their expiry, counting
+-- the attempt (the head is dead-lettered once past its retryLimit).
+-- Returns {n, dead}. Leases another transaction holds are skipped.
+CREATE OR REPLACE FUNCTION queen._reap_leases(p_now timestamptz, p_limit int)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
-    v_now      timestamptz := coalesce(p_now, clock_timestamp());
-    lk         record;
-    v_expired  int := 0;
-    v_dead     int := 0;
-    v_dedup    int := 0;
-    v_retained int := 0;
-    v_complete int := 0;
-    v_cutoff   timestamptz;
+    lk     record;
+    v_n    int := 0;
+    v_dead int := 0;
 BEGIN
     FOR lk IN
         SELECT partition_id, group_name FROM queen.consumers
-        WHERE lease_id IS NOT NULL AND lease_expires_at <= v_now
+        WHERE lease_id IS NOT NULL AND lease_expires_at <= p_now
         ORDER BY lease_expires_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     LOOP
-        CASE queen._expire(lk.partition_id, lk.group_name, v_now)
-            WHEN 'expired' THEN v_expired := v_expired + 1;
-            WHEN 'dead-lettered' THEN v_expired := v_expired + 1; v_dead := v_dead + 1;
+        CASE queen._expire(lk.partition_id, lk.group_name, p_now)
+            WHEN 'expired' THEN v_n := v_n + 1;
+            WHEN 'dead-lettered' THEN v_n := v_n + 1; v_dead := v_dead + 1;
             ELSE NULL;
         END CASE;
     END LOOP;
+    RETURN json_build_object('n', v_n, 'dead', v_dead);
+END
+$fn$;
 
-    -- A key row does not know its queue: rows go once past every queue's
-    -- window (BRIN on created_at). Keys past their own queue's window are
-    -- out of every probe already, and the time of this run keeps them out
-    -- if the window grows (see configure and migration 0011).
-    -- The cutoff is kept too: an ack looking up a transactionId knows that
-    -- no key newer than it was removed (see _locate_beyond).
-    v_cutoff := v_now - make_interval(secs => (SELECT coalesce(max(x.dedup_window), 0) FROM queen.queues x));
-    INSERT INTO queen.reaper (one, last_reap, dedup_cutoff) VALUES (true, v_now, v_cutoff)
+-- _reap_dedup deletes up to p_limit dedup keys past every queue's window.
+-- A key row does not know its queue: rows go once past every queue's
+-- window (BRIN on created_at). Keys past their own queue's window are out
+-- of every probe already, and the time of this run keeps them out if the
+-- window grows (see configure and migration 0011). The cutoff is kept
+-- too: an ack looking up a transactionId knows that no key newer than it
+-- was removed (see _locate_beyond).
+CREATE OR REPLACE FUNCTION queen._reap_dedup(p_now timestamptz, p_limit int)
+RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_cutoff timestamptz;
+    n        int;
+BEGIN
+    v_cutoff := p_now - make_interval(secs => (SELECT coalesce(max(x.dedup_window), 0) FROM queen.queues x));
+    INSERT INTO queen.reaper (one, last_reap, dedup_cutoff) VALUES (true, p_now, v_cutoff)
     ON CONFLICT (one) DO UPDATE SET last_reap = greatest(queen.reaper.last_reap, EXCLUDED.last_reap),
                                     dedup_cutoff = greatest(queen.reaper.dedup_cutoff, EXCLUDED.dedup_cutoff);
     DELETE FROM queen.dedup WHERE ctid = ANY (ARRAY(
         SELECT d.ctid FROM queen.dedup d
         WHERE d.created_at <= v_cutoff
         LIMIT p_limit));
-    GET DIAGNOSTICS v_dedup = ROW_COUNT;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
 
-    v_retained := queen._reap_segments(v_now, p_limit, false);
-    v_complete := queen._reap_segments(v_now, p_limit, true);
+-- reap_step does one batch of one kind of maintenance, at most p_limit
+-- rows, in the caller's (short) transaction: 'leases' expires leases,
+-- 'dedup' prunes dedup keys, 'retention' and 'completed' apply the two
+-- retention windows, with the deployment's defaults p_keep and
+-- p_keep_completed for queues that set none (see retention_keep). Returns
+-- {n, dead}: the rows done (a short batch means the kind has caught up)
+-- and the heads dead-lettered. The reaper calls it kind after kind until
+-- each has caught up or its time is up.
+CREATE OR REPLACE FUNCTION queen.reap_step(p_now timestamptz, p_kind text, p_limit int,
+                                           p_keep int, p_keep_completed int)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    CASE p_kind
+        WHEN 'leases' THEN RETURN queen._reap_leases(v_now, p_limit);
+        WHEN 'dedup' THEN RETURN json_build_object('n', queen._reap_dedup(v_now, p_limit), 'dead', 0);
+        WHEN 'retention' THEN RETURN json_build_object('n', queen._reap_segments(v_now, p_limit, false, p_keep), 'dead', 0);
+        WHEN 'completed' THEN
+            RETURN json_build_object('n', queen._reap_segments(v_now, p_limit, true, p_keep_completed), 'dead', 0);
+        ELSE RAISE EXCEPTION 'reap_step: unknown kind %', p_kind USING ERRCODE = '22023';
+    END CASE;
+END
+$fn$;
 
-    RETURN json_build_object('leasesExpired', v_expired, 'deadLettered', v_dead,
-                             'dedupPruned', v_dedup, 'segmentsRetained', v_retained,
-                             'segmentsCompleted', v_complete);
+-- reap_backlog counts what is due and not yet done, per kind, each count
+-- stopping at p_cap: expired leases, dedup keys past every window, and
+-- segments past either retention window (counted once each).
+CREATE OR REPLACE FUNCTION queen.reap_backlog(p_now timestamptz, p_keep int, p_keep_completed int, p_cap int)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    RETURN json_build_object(
+        'leases', (SELECT count(*) FROM (
+            SELECT 1 FROM queen.consumers
+            WHERE lease_id IS NOT NULL AND lease_expires_at <= v_now LIMIT p_cap) c),
+        'dedup', (SELECT count(*) FROM (
+            SELECT 1 FROM queen.dedup d
+            WHERE d.created_at <= v_now - make_interval(secs => (SELECT coalesce(max(x.dedup_window), 0) FROM queen.queues x))
+            LIMIT p_cap) k),
+        'retention', (SELECT count(*) FROM (
+            SELECT 1
+            FROM queen.queues x
+            JOIN queen.partitions p ON p.queue_id = x.id
+            CROSS JOIN LATERAL (
+                SELECT queen.retention_keep(x, false, p_keep) AS keep,
+                       queen.retention_keep(x, true, p_keep_completed) AS keep_done,
+                       queen.slowest_position(p.id, x.name) AS low) cm
+            CROSS JOIN LATERAL (
+                SELECT 1 FROM queen.segments s
+                WHERE s.partition_num = p.num
+                  AND ((cm.keep > 0 AND s.created_at < v_now - make_interval(secs => cm.keep))
+                       OR (cm.keep_done > 0 AND cm.low IS NOT NULL
+                           AND s.created_at < v_now - make_interval(secs => cm.keep_done)
+                           AND queen.seg_last(s.base_offset, s.txids, s.id_count) <= cm.low))
+                LIMIT p_cap) sg
+            WHERE cm.keep > 0 OR cm.keep_done > 0
+            LIMIT p_cap) r));
+END
+$fn$;
+
+-- reap is the previous release's one-transaction pass (at most p_limit
+-- rows of each kind, no default retention), kept for its reaper while a
+-- deploy replaces it.
+CREATE OR REPLACE FUNCTION queen.reap(p_now timestamptz, p_limit int)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_now    timestamptz := coalesce(p_now, clock_timestamp());
+    v_leases json;
+BEGIN
+    v_leases := queen._reap_leases(v_now, p_limit);
+    RETURN json_build_object('leasesExpired', (v_leases->>'n')::int, 'deadLettered', (v_leases->>'dead')::int,
+                             'dedupPruned', queen._reap_dedup(v_now, p_limit),
+                             'segmentsRetained', queen._reap_segments(v_now, p_limit, false, 0),
+                             'segmentsCompleted', queen._reap_segments(v_now, p_limit, true, 0));
 END
 $fn$;
 
