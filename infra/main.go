@@ -1,6 +1,8 @@
 // Command infra is the AWS CDK app of Queen Serverless. The CDK CLI runs it (cdk.json:
 // `go run .`); settings come from `-c key=value` context (queenstack.PropsFromContext), plus
-// stackName, migrateEveryDeploy and migrationNonce read here.
+// stackName, migrateEveryDeploy and migrationNonce read here. The stack checks itself
+// with cdk-nag as it is synthesized (queenstack.NagPacks): `cdk synth` and `cdk deploy`
+// fail on a finding that is neither fixed nor suppressed with a reason.
 package main
 
 import (

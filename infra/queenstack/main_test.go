@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 // assetsDir holds placeholder bootstraps, one distinct file per function, for the
@@ -150,10 +149,7 @@ func synth(p Props) (s *synthesized, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// cdk-nag checks every variant the tests synthesize, during the same synth.
-	packs := &cdknag.NagPackProps{Reports: jsii.Bool(false)}
-	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(packs), nil)
-	awscdk.Aspects_Of(app).Add(cdknag.NewServerlessChecks(packs), nil)
+	// cdk-nag (applied by New) checks every variant during the same synth.
 	tmpl := assertions.Template_FromStack(st.Stack, nil)
 	out := &synthesized{stack: st, template: tmpl, json: *tmpl.ToJSON()}
 	annotations := assertions.Annotations_FromStack(st.Stack)
@@ -161,13 +157,24 @@ func synth(p Props) (s *synthesized, err error) {
 	for _, msgs := range []*[]*cxapi.SynthesisMessage{annotations.FindError(jsii.String("*"), any), annotations.FindWarning(jsii.String("*"), any)} {
 		for _, m := range *msgs {
 			text := fmt.Sprint(m.Entry.Data)
-			if strings.HasPrefix(text, "AwsSolutions-") || strings.HasPrefix(text, "Serverless-") || strings.HasPrefix(text, "CdkNagValidationFailure") {
+			if isNagFinding(text) {
 				out.nag = append(out.nag, *m.Id+": "+text)
 			}
 		}
 	}
 	sort.Strings(out.nag)
 	return out, nil
+}
+
+// isNagFinding reports whether an annotation is cdk-nag's: a rule of NagPacks, or a
+// rule that could not be evaluated.
+func isNagFinding(text string) bool {
+	for _, pack := range NagPacks {
+		if strings.HasPrefix(text, pack+"-") {
+			return true
+		}
+	}
+	return strings.HasPrefix(text, "CdkNagValidationFailure")
 }
 
 // cdkContext is the context of cdk.json.

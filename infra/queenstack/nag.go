@@ -7,13 +7,29 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
-// The infra tests run cdk-nag's AwsSolutions and Serverless packs on every stack
-// variant and fail on any finding that is neither fixed nor suppressed below. Each
-// suppression names one rule on the constructs it concerns, with the reason; the
-// reasons also land in the template's metadata, so a reviewer sees them there.
+// Every stack runs cdk-nag's AwsSolutions and Serverless packs when it is synthesized
+// (New adds them as aspects, so `cdk synth`, `cdk deploy` and the tests all do): an
+// error-level finding that is neither fixed nor suppressed below fails the synth,
+// and the infra tests fail on any finding, warnings included, of every stack
+// variant. Each suppression names one rule on the constructs it concerns, with the
+// reason; the reasons also land in the template's metadata, so a reviewer sees them
+// there.
 // Fixed rather than suppressed: VPC flow logs (VPC7), the master secret's rotation
 // (SMG4, RDS-managed password), Multi-AZ and deletion protection (RDS3, RDS10) in the
 // production profile.
+
+// NagPacks are the cdk-nag rule packs every stack is checked against.
+var NagPacks = []string{"AwsSolutions", "Serverless"}
+
+// applyNag checks every construct of scope against NagPacks when it is synthesized.
+// Findings become error or warning annotations; with the feature flag
+// @aws-cdk/core:annotationsInValidationReport (cdk.json) errors fail the synth with
+// a validation report.
+func applyNag(scope constructs.IConstruct) {
+	packs := &cdknag.NagPackProps{Reports: jsii.Bool(false)}
+	awscdk.Aspects_Of(scope).Add(cdknag.NewAwsSolutionsChecks(packs), nil)
+	awscdk.Aspects_Of(scope).Add(cdknag.NewServerlessChecks(packs), nil)
+}
 
 // suppress records why rule does not apply to c (and its children).
 func suppress(c constructs.IConstruct, rule, reason string, appliesTo ...string) {

@@ -131,6 +131,7 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 	s.AlarmTopic, s.Alarms, s.Dashboard = newMonitoring(s.Stack, p, s)
 	s.outputs()
 	suppressNagFindings(s)
+	applyNag(s.Stack)
 	return s, nil
 }
 
