@@ -55,6 +55,12 @@ CHAOS_DURATION ?= 3m
 chaos: ## producers and consumers through queen serve and PgBouncer while the postmaster is killed, PgBouncer restarted and the database stalled, for CHAOS_DURATION (default 3m; CHAOS_SEED replays); fails if anything acknowledged is lost
 	$(GO) run ./cmd/queen chaos -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED))
 
+SOAK_DURATION ?= 30m
+
+.PHONY: soak
+soak: ## steady mixed traffic at a share of the measured P10 rate with short retention and a long read transaction now and then, for SOAK_DURATION (default 30m; SOAK_SEED replays); results in soak-results/; fails unless sizes plateau, late p99 ≤ 1.5× early, the reaper catches up after each long transaction and nothing acknowledged is lost
+	$(GO) run ./cmd/queen soak -duration $(SOAK_DURATION) $(if $(SOAK_SEED),-seed $(SOAK_SEED))
+
 .PHONY: synth
 synth: ## CloudFormation template, offline, in infra/cdk.out (uses build/lambda if built, else placeholders)
 	infra/synth.sh

@@ -33,6 +33,16 @@ Usage:
                     killing the postmaster, restarting PgBouncer and stalling
                     the database, then check that nothing acknowledged was lost
                     (flags: -duration, -seed, -short; make chaos)
+  queen soak        run steady mixed traffic through the HTTP API (a share of the
+                    measured P10 push rate, three consumer groups, short
+                    retention, a long read transaction now and then) on a
+                    throwaway durable PostgreSQL, record sizes, dead tuples, the
+                    reaper's backlog and latencies, and check that sizes
+                    plateau, late p99 stays near early p99, the reaper catches
+                    up and nothing acknowledged is lost; writes
+                    soak-results/results.json and results.svg
+                    (flags: -duration, -seed, -fraction, -rate, -short, -out;
+                    make soak)
   queen token       print an HS256 token signed with $QUEEN_JWT_SECRET, to try
                     the server's authentication (flags: -sub, -roles, -ttl)
   queen help        show this help
@@ -67,6 +77,8 @@ func run(ctx context.Context, args []string) error {
 		return consoleCmd(ctx, args[1:], os.Getenv, loadAWSConfig, os.Stdout, os.Stderr)
 	case "chaos":
 		return chaosCmd(ctx, args[1:], os.Getenv, os.Stdout)
+	case "soak":
+		return soakCmd(ctx, args[1:], os.Getenv, os.Stdout)
 	case "token":
 		return tokenCmd(args[1:], os.Getenv, os.Stdout, os.Stderr)
 	case "help", "-h", "--help":

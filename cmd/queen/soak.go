@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/internal/pgcluster"
+	"github.com/queen-serverless/queen/internal/soak"
+)
+
+// errSoakFailed is returned when a soak run failed a check; the report
+// says which.
+var errSoakFailed = errors.New("soak: the run failed a check (see the report above)")
+
+// soakCmd runs the soak in a database of its own, as the benchmark does:
+// on $DATABASE_URL's server when set (created and dropped), else on a
+// throwaway durable cluster.
+func soakCmd(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(out)
+	d := fs.Duration("duration", 0, fmt.Sprintf("the steady phase (default %v; the short form: %v); also $SOAK_DURATION", soak.DefaultDuration, soak.ShortDuration))
+	seed := fs.Uint64("seed", 0, "seed of every random choice (0: from the clock); also $SOAK_SEED")
+	fraction := fs.Float64("fraction", 0, fmt.Sprintf("share of the measured P10 rate pushed steadily (default %v; the short form: %v)", soak.DefaultFraction, soak.ShortFraction))
+	rate := fs.Float64("rate", 0, "steady push rate in messages/s instead of a share of the measured P10 rate")
+	short := fs.Bool("short", false, "the short form make test runs: about two minutes, lower load, one long transaction; sizes and latencies reported, not enforced")
+	results := fs.String("out", soak.DefaultResultsDir, "folder for results.json, results.svg and the server's log")
+	if v := getenv("SOAK_DURATION"); v != "" {
+		if err := fs.Set("duration", v); err != nil {
+			return fmt.Errorf("SOAK_DURATION: %w", err)
+		}
+	}
+	if v := getenv("SOAK_SEED"); v != "" {
+		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+			return errors.New("SOAK_SEED must be an unsigned integer")
+		}
+		if err := fs.Set("seed", v); err != nil {
+			return err
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	cfg := soak.Config{Out: out, Seed: *seed, Short: *short, Duration: *d, Fraction: *fraction, Rate: *rate, ResultsDir: *results}
+	if err := os.MkdirAll(*results, 0o755); err != nil {
+		return err
+	}
+	serverLog, err := os.Create(filepath.Join(*results, "server.log"))
+	if err != nil {
+		return err
+	}
+	defer serverLog.Close()
+	cfg.ServerLog = serverLog
+
+	admin := getenv("DATABASE_URL")
+	if admin == "" {
+		fmt.Fprintln(out, "starting a throwaway PostgreSQL cluster (durable: fsync on) for the soak…")
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Durable: true})
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop() //nolint:errcheck // best effort on the way out
+		admin = cluster.URL("postgres")
+	}
+	name := "queen_soak_" + randomHex(6)
+	dbURL, err := withDatabase(admin, name)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("soak: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("soak: create database %s (the soak needs a database of its own): %w", name, err)
+	}
+	defer func() {
+		dropCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(dropCtx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	}()
+	if _, err := pgstore.MigrateURL(ctx, dbURL); err != nil {
+		return err
+	}
+	cfg.URL = dbURL
+	rep, err := soak.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return errSoakFailed
+	}
+	return nil
+}
