@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
 )
@@ -38,6 +39,10 @@ const (
 	DefaultStorageMessages = 50000
 	// DefaultScalePartitions is the wide side of S.
 	DefaultScalePartitions = 10000
+	// DefaultReapRows is how many messages and dedup keys R clears.
+	DefaultReapRows = 200000
+	// DefaultReapLeases is how many expired leases R expires.
+	DefaultReapLeases = 20000
 )
 
 // Payload is the message every workload pushes.
@@ -61,6 +66,11 @@ type Config struct {
 	StorageMessages int
 	// ScalePartitions is the wide side of S. Default DefaultScalePartitions.
 	ScalePartitions int
+	// ReapRows is the messages, and the dedup keys, R clears. Default
+	// DefaultReapRows.
+	ReapRows int
+	// ReapLeases is the expired leases R expires. Default DefaultReapLeases.
+	ReapLeases int
 	// Waiters is how many consumers W keeps long-polling. Default DefaultWaiters.
 	Waiters int
 	// WaitWindow is how long W measures their cost. Default DefaultWaitWindow.
@@ -93,6 +103,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ScalePartitions <= 0 {
 		c.ScalePartitions = DefaultScalePartitions
+	}
+	if c.ReapRows <= 0 {
+		c.ReapRows = DefaultReapRows
+	}
+	if c.ReapLeases <= 0 {
+		c.ReapLeases = DefaultReapLeases
 	}
 	if c.Waiters <= 0 {
 		c.Waiters = DefaultWaiters
@@ -161,7 +177,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer pool.Close()
-	r := &runner{cfg: cfg, pool: pool, store: pgstore.New(pool, pgstore.Config{})}
+	r := &runner{cfg: cfg, pool: pool, store: pgstore.New(pool, config.Config{}.WithDefaults().Store(nil, nil))}
 	r.report = Report{StartedAt: time.Now().UTC(), Clients: cfg.Clients, Partitions: cfg.Partitions, DurationS: cfg.Duration.Seconds()}
 	_ = pool.QueryRow(ctx, "SHOW server_version").Scan(&r.report.Postgres)
 	if r.http, err = startHTTP(r.store, cfg.Clients*5); err != nil {
@@ -191,6 +207,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"F5", r.fanout},
 		{"S", r.scale},
 		{"W", r.wait},
+		{"R", r.reap},
 	}
 	for _, s := range steps {
 		if !r.selected(s.name) {
@@ -866,6 +883,25 @@ func (r *runner) judge() {
 		}
 		if c, p := find("C100", via), find("P100", via); c != nil && p != nil {
 			set(c, fmt.Sprintf("≥ P100 (%.0f%%)", 100*c.Rate/p.Rate), c.Rate >= p.Rate)
+		}
+	}
+	// The reaper must clear each kind at least twice as fast as the best
+	// push workload writes it, P1 and P100 alike: messages and keys against
+	// messages pushed. A lease is taken per pop request, as a push is one
+	// request, so leases go against push requests (P100: a hundredth of its
+	// messages); the ratio to P100's messages is printed as well.
+	if p1, p100 := find("P1", "core"), find("P100", "core"); p1 != nil && p100 != nil {
+		for i := range r.report.Results {
+			res := &r.report.Results[i]
+			switch {
+			case res.Name == "R" && res.Unit == "leases/s":
+				set(res, fmt.Sprintf("≥ 2× P1 and P100 push requests (%.1f× P1, %.1f× P100; %.1f× P100's messages)",
+					res.Rate/p1.Rate, res.Rate/(p100.Rate/100), res.Rate/p100.Rate),
+					res.Rate >= 2*max(p1.Rate, p100.Rate/100))
+			case res.Name == "R":
+				set(res, fmt.Sprintf("≥ 2× P1 and P100 (%.1f× P1, %.1f× P100)", res.Rate/p1.Rate, res.Rate/p100.Rate),
+					res.Rate >= 2*max(p1.Rate, p100.Rate))
+			}
 		}
 	}
 	for i := range r.report.Results {

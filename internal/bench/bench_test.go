@@ -27,7 +27,8 @@ func TestHarnessSmoke(t *testing.T) {
 	var out bytes.Buffer
 	rep, err := bench.Run(context.Background(), bench.Config{URL: e.URL, Duration: 300 * time.Millisecond,
 		Clients: 2, Partitions: 20, ResultsDir: dir, Out: &out,
-		Backlog: 2000, StorageMessages: 2000, ScalePartitions: 100, Waiters: 5, WaitWindow: time.Second, WaitSamples: 3})
+		Backlog: 2000, StorageMessages: 2000, ScalePartitions: 100, Waiters: 5, WaitWindow: time.Second, WaitSamples: 3,
+		ReapRows: 2000, ReapLeases: 100})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -36,11 +37,11 @@ func TestHarnessSmoke(t *testing.T) {
 		names[r.Name+"/"+r.Via] = true
 		measuresCost := r.Name == "S" || r.Name == "D" || r.Name == "W" && r.Unit != "ms p50"
 		if !measuresCost && r.Rows == 0 {
-			t.Errorf("%s via %s moved no rows", r.Name, r.Via)
+			t.Errorf("%s via %s moved no rows: %+v", r.Name, r.Via, r)
 		}
 	}
 	for _, want := range []string{"D/sql", "raw-1/sql", "raw-100/sql", "P1/core", "P1/http", "P10/core", "P100/http",
-		"P100-1/core", "C10/core", "C100/http", "F5/core", "S/core", "W/http", "W/sql", "log-1/sql", "log-100/sql", "log-100-1/sql"} {
+		"P100-1/core", "C10/core", "C100/http", "F5/core", "S/core", "W/http", "W/sql", "log-1/sql", "log-100/sql", "log-100-1/sql", "R/core"} {
 		if !names[want] {
 			t.Errorf("no result for %s", want)
 		}
