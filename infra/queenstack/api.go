@@ -5,8 +5,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -23,7 +23,7 @@ const accessLogFormat = `{"requestId":"$context.requestId","ip":"$context.identi
 // newAPI defines the HTTP API: every route of Routes on its function's Lambda proxy
 // integration (payload format 2.0), the chosen authorizer on every route, and one
 // auto-deployed $default stage with throttling and JSON access logs.
-func newAPI(s awscdk.Stack, p Props, fns map[string]awslambda.Function) (awsapigatewayv2.HttpApi, awsapigatewayv2.HttpStage) {
+func newAPI(s awscdk.Stack, p Props, fns map[string]awslambda.Function, logKey awskms.IKey) (awsapigatewayv2.HttpApi, awsapigatewayv2.HttpStage) {
 	var auth awsapigatewayv2.IHttpRouteAuthorizer
 	switch p.Authorizer {
 	case AuthorizerJWT:
@@ -61,10 +61,7 @@ func newAPI(s awscdk.Stack, p Props, fns map[string]awslambda.Function) (awsapig
 		api.AddRoutes(opts)
 	}
 
-	accessLogs := awslogs.NewLogGroup(s, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
-		Retention:     retentionDays[p.LogRetentionDays],
-		RemovalPolicy: removal(p),
-	})
+	accessLogs := newLogGroup(s, p, "ApiAccessLogs", logKey)
 	stage := api.AddStage(jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageOptions{
 		StageName:  jsii.String("$default"),
 		AutoDeploy: jsii.Bool(true),

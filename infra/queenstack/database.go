@@ -5,6 +5,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -14,7 +15,10 @@ import (
 // Secrets Manager secret it owns and rotates every 7 days (cdk-nag AwsSolutions-SMG4),
 // and deletes it with the database. Only migrate reads it, at deploy time, so a
 // rotation never disturbs traffic (the functions log in with IAM tokens).
-func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
+//
+// Performance Insights is on (7 days, the free tier), encrypted with key, and the
+// server's logs go to CloudWatch Logs (DatabaseLogExports; see newDatabaseLogGroups).
+func newDatabase(s awscdk.Stack, p Props, n *Network, key awskms.IKey) *Database {
 	creds := awsrds.Credentials_FromUsername(jsii.String(p.MasterUser), nil)
 	protect := jsii.Bool(p.RemovalPolicy == awscdk.RemovalPolicy_RETAIN)
 	sgs := &[]awsec2.ISecurityGroup{n.DatabaseSG}
@@ -40,21 +44,25 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 				PubliclyAccessible:      jsii.Bool(false),
 				AutoMinorVersionUpgrade: jsii.Bool(true),
 			}),
-			Readers:                  readers,
-			ServerlessV2MinCapacity:  jsii.Number(p.AuroraMinCapacity),
-			ServerlessV2MaxCapacity:  jsii.Number(p.AuroraMaxCapacity),
-			Vpc:                      n.Vpc,
-			VpcSubnets:               n.DatabaseSubnets,
-			SecurityGroups:           sgs,
-			Credentials:              creds,
-			ManageMasterUserPassword: jsii.Bool(true),
-			DefaultDatabaseName:      jsii.String(p.DatabaseName),
-			IamAuthentication:        jsii.Bool(true),
-			StorageEncrypted:         jsii.Bool(true),
-			Backup:                   &awsrds.BackupProps{Retention: awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays))},
-			CopyTagsToSnapshot:       jsii.Bool(true),
-			DeletionProtection:       protect,
-			RemovalPolicy:            p.RemovalPolicy,
+			Readers:                         readers,
+			CloudwatchLogsExports:           jsii.Strings(DatabaseLogExports(EngineAurora)...),
+			EnablePerformanceInsights:       jsii.Bool(true),
+			PerformanceInsightEncryptionKey: key,
+			PerformanceInsightRetention:     awsrds.PerformanceInsightRetention_DEFAULT,
+			ServerlessV2MinCapacity:         jsii.Number(p.AuroraMinCapacity),
+			ServerlessV2MaxCapacity:         jsii.Number(p.AuroraMaxCapacity),
+			Vpc:                             n.Vpc,
+			VpcSubnets:                      n.DatabaseSubnets,
+			SecurityGroups:                  sgs,
+			Credentials:                     creds,
+			ManageMasterUserPassword:        jsii.Bool(true),
+			DefaultDatabaseName:             jsii.String(p.DatabaseName),
+			IamAuthentication:               jsii.Bool(true),
+			StorageEncrypted:                jsii.Bool(true),
+			Backup:                          &awsrds.BackupProps{Retention: awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays))},
+			CopyTagsToSnapshot:              jsii.Bool(true),
+			DeletionProtection:              protect,
+			RemovalPolicy:                   p.RemovalPolicy,
 		})
 		d = Database{
 			Construct:   c,
@@ -75,25 +83,29 @@ func newDatabase(s awscdk.Stack, p Props, n *Network) *Database {
 				// Major version only: RDS picks the current minor and upgrades it.
 				Version: awsrds.PostgresEngineVersion_VER_17(),
 			}),
-			InstanceType:             awsec2.NewInstanceType(jsii.String(p.InstanceType)),
-			Vpc:                      n.Vpc,
-			VpcSubnets:               n.DatabaseSubnets,
-			SecurityGroups:           sgs,
-			Credentials:              creds,
-			ManageMasterUserPassword: jsii.Bool(true),
-			DatabaseName:             jsii.String(p.DatabaseName),
-			IamAuthentication:        jsii.Bool(true),
-			StorageEncrypted:         jsii.Bool(true),
-			PubliclyAccessible:       jsii.Bool(false),
-			MultiAz:                  jsii.Bool(p.MultiAZ),
-			StorageType:              awsrds.StorageType_GP3,
-			AllocatedStorage:         jsii.Number(p.AllocatedStorageGiB),
-			MaxAllocatedStorage:      jsii.Number(p.MaxAllocatedStorageGiB),
-			BackupRetention:          awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays)),
-			AutoMinorVersionUpgrade:  jsii.Bool(true),
-			CopyTagsToSnapshot:       jsii.Bool(true),
-			DeletionProtection:       protect,
-			RemovalPolicy:            p.RemovalPolicy,
+			InstanceType:                    awsec2.NewInstanceType(jsii.String(p.InstanceType)),
+			Vpc:                             n.Vpc,
+			VpcSubnets:                      n.DatabaseSubnets,
+			SecurityGroups:                  sgs,
+			Credentials:                     creds,
+			ManageMasterUserPassword:        jsii.Bool(true),
+			DatabaseName:                    jsii.String(p.DatabaseName),
+			IamAuthentication:               jsii.Bool(true),
+			StorageEncrypted:                jsii.Bool(true),
+			PubliclyAccessible:              jsii.Bool(false),
+			MultiAz:                         jsii.Bool(p.MultiAZ),
+			StorageType:                     awsrds.StorageType_GP3,
+			AllocatedStorage:                jsii.Number(p.AllocatedStorageGiB),
+			MaxAllocatedStorage:             jsii.Number(p.MaxAllocatedStorageGiB),
+			CloudwatchLogsExports:           jsii.Strings(DatabaseLogExports(EngineInstance)...),
+			EnablePerformanceInsights:       jsii.Bool(true),
+			PerformanceInsightEncryptionKey: key,
+			PerformanceInsightRetention:     awsrds.PerformanceInsightRetention_DEFAULT,
+			BackupRetention:                 awscdk.Duration_Days(jsii.Number(p.BackupRetentionDays)),
+			AutoMinorVersionUpgrade:         jsii.Bool(true),
+			CopyTagsToSnapshot:              jsii.Bool(true),
+			DeletionProtection:              protect,
+			RemovalPolicy:                   p.RemovalPolicy,
 		})
 		d = Database{
 			Construct:   i,

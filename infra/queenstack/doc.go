@@ -20,6 +20,9 @@
 // encryptionEnabled are sealed in the functions with a key ring kept in a second secret,
 // which push, pop, ack, dlq and admin read at run time (never through the environment).
 //
+// What the stack records about itself (every log group, the database's exported logs,
+// Performance Insights, the alarm topic) is encrypted with its own KMS key.
+//
 // The VPC has isolated subnets only (no NAT, no internet gateway). Security groups allow
 // functions → proxy → database on 5432, migrate → database on 5432, and migrate and the
 // functions → the Secrets Manager interface endpoint on 443, and nothing else.

@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
@@ -51,10 +51,11 @@ var functionDescriptions = map[string]string{
 }
 
 // newFunctions defines every function from its `make build` asset: arm64,
-// provided.al2023, handler bootstrap, in the function subnets, with its own log group.
+// provided.al2023, handler bootstrap, in the function subnets, with its own log group
+// (encrypted with logKey).
 // All but migrate log in to the proxy as the application user with an IAM token;
 // PayloadFunctions may also read the payload key secret.
-func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds.DatabaseProxy, key awssecretsmanager.ISecret) map[string]awslambda.Function {
+func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds.DatabaseProxy, key awssecretsmanager.ISecret, logKey awskms.IKey) map[string]awslambda.Function {
 	common := map[string]string{
 		EnvDBHost:    *proxy.Endpoint(),
 		EnvDBPort:    strconv.Itoa(DefaultDBPort),
@@ -100,7 +101,7 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 			env[EnvPGSSLRootCert] = RDSCABundlePath
 			sg = n.MigrateSG
 		}
-		fns[name] = newFunction(s, p, n, name, timeouts[name], sg, env)
+		fns[name] = newFunction(s, p, n, name, timeouts[name], sg, env, logKey)
 		if name == "migrate" {
 			fns[name].AddLayers(newRDSCALayer(s))
 		}
@@ -130,12 +131,9 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 	return fns
 }
 
-func newFunction(s awscdk.Stack, p Props, n *Network, name string, timeoutSec float64, sg awsec2.ISecurityGroup, env map[string]string) awslambda.Function {
+func newFunction(s awscdk.Stack, p Props, n *Network, name string, timeoutSec float64, sg awsec2.ISecurityGroup, env map[string]string, logKey awskms.IKey) awslambda.Function {
 	id := upperFirst(name)
-	logs := awslogs.NewLogGroup(s, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
-		Retention:     retentionDays[p.LogRetentionDays],
-		RemovalPolicy: removal(p),
-	})
+	logs := newLogGroup(s, p, id+"Logs", logKey)
 	envp := make(map[string]*string, len(env))
 	for k, v := range env {
 		envp[k] = jsii.String(v)

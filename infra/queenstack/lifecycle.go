@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdadestinations"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/customresources"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -31,10 +30,7 @@ const MigrationResourceType = "Custom::QueenMigration"
 // application user) only exists once migrate has created it.
 func newMigration(s awscdk.Stack, p Props, st *Stack) awscdk.CustomResource {
 	migrate := st.Functions["migrate"]
-	providerLogs := awslogs.NewLogGroup(s, jsii.String("MigrationProviderLogs"), &awslogs.LogGroupProps{
-		Retention:     retentionDays[p.LogRetentionDays],
-		RemovalPolicy: removal(p),
-	})
+	providerLogs := newLogGroup(s, p, "MigrationProviderLogs", st.MonitoringKey)
 	provider := customresources.NewProvider(s, jsii.String("MigrationProvider"), &customresources.ProviderProps{
 		OnEventHandler: migrate,
 		LogGroup:       providerLogs,

@@ -318,6 +318,30 @@ func toJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
+// render is a CloudFormation string value as text, with ${Id} for a Ref and
+// ${Id.Attr} for a Fn::GetAtt, e.g. the JSON a custom resource gets.
+func render(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if r, ok := v["Ref"].(string); ok {
+			return "${" + r + "}"
+		}
+		if a, ok := v["Fn::GetAtt"].([]any); ok && len(a) == 2 {
+			return fmt.Sprintf("${%v.%v}", a[0], a[1])
+		}
+		if j, ok := v["Fn::Join"].([]any); ok && len(j) == 2 {
+			var parts []string
+			for _, x := range asList(j[1]) {
+				parts = append(parts, render(x))
+			}
+			return strings.Join(parts, fmt.Sprint(j[0]))
+		}
+	}
+	return fmt.Sprint(v)
+}
+
 // literals collects every string literal inside a CloudFormation value, i.e. the parts
 // of Fn::Join and the plain strings, but not logical ids of Ref/GetAtt.
 func literals(v any) []string {

@@ -36,6 +36,7 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 	topic := awssns.NewTopic(s, jsii.String("AlarmTopic"), &awssns.TopicProps{
 		DisplayName: jsii.String("Queen Serverless alarms"),
 		EnforceSSL:  jsii.Bool(true),
+		MasterKey:   st.MonitoringKey, // its policy lets CloudWatch alarms publish
 	})
 	if p.AlarmEmail != "" {
 		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(p.AlarmEmail), nil))

@@ -3,7 +3,7 @@ package queenstack
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -14,7 +14,7 @@ const (
 
 // newNetwork defines a two-zone VPC with isolated subnets only and one security group
 // per tier, all with outbound traffic closed unless a rule below opens it.
-func newNetwork(s awscdk.Stack, p Props) *Network {
+func newNetwork(s awscdk.Stack, p Props, logKey awskms.IKey) *Network {
 	vpc := awsec2.NewVpc(s, jsii.String("Vpc"), &awsec2.VpcProps{
 		MaxAzs:                       jsii.Number(2),
 		NatGateways:                  jsii.Number(0),
@@ -28,10 +28,7 @@ func newNetwork(s awscdk.Stack, p Props) *Network {
 	// Flow logs of rejected traffic only (cdk-nag AwsSolutions-VPC7): what a security
 	// group refused is what one needs to debug a connection, and accepted traffic
 	// (every request's proxy connection) would cost more to keep than it tells.
-	flowLogs := awslogs.NewLogGroup(s, jsii.String("VpcFlowLogs"), &awslogs.LogGroupProps{
-		Retention:     retentionDays[p.LogRetentionDays],
-		RemovalPolicy: removal(p),
-	})
+	flowLogs := newLogGroup(s, p, "VpcFlowLogs", logKey)
 	vpc.AddFlowLog(jsii.String("FlowLog"), &awsec2.FlowLogOptions{
 		Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(flowLogs, nil),
 		TrafficType: awsec2.FlowLogTrafficType_REJECT,

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
@@ -30,6 +31,12 @@ type Stack struct {
 	Proxy    awsrds.DatabaseProxy
 	// EncryptionKey is the secret holding the payload key ring of encrypted queues.
 	EncryptionKey awssecretsmanager.Secret
+	// MonitoringKey is the KMS key of the log groups, the alarm topic and
+	// Performance Insights.
+	MonitoringKey awskms.Key
+	// DatabaseLogGroups are the names of the log groups the database exports its
+	// logs to (DatabaseLogExports), which RDS owns.
+	DatabaseLogGroups []*string
 	// Functions by name (FunctionNames).
 	Functions map[string]awslambda.Function
 	// Migration is the custom resource that runs the migrate function.
@@ -104,13 +111,15 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 	s := &Stack{Stack: awscdk.NewStack(scope, jsii.String(id), stackProps), Props: p}
 	awscdk.Tags_Of(s.Stack).Add(jsii.String("project"), jsii.String("queen-serverless"), nil)
 
-	s.Network = newNetwork(s.Stack, p)
-	s.Database = newDatabase(s.Stack, p, s.Network)
+	s.MonitoringKey = newMonitoringKey(s.Stack, p)
+	s.Network = newNetwork(s.Stack, p, s.MonitoringKey)
+	s.Database = newDatabase(s.Stack, p, s.Network, s.MonitoringKey)
+	s.DatabaseLogGroups = newDatabaseLogGroups(s.Stack, p, s.Database, s.MonitoringKey)
 	s.Proxy = newProxy(s.Stack, p, s.Network, s.Database)
 	s.EncryptionKey = newEncryptionKey(s.Stack, p)
-	s.Functions = newFunctions(s.Stack, p, s.Network, s.Database, s.Proxy, s.EncryptionKey)
+	s.Functions = newFunctions(s.Stack, p, s.Network, s.Database, s.Proxy, s.EncryptionKey, s.MonitoringKey)
 	s.Migration = newMigration(s.Stack, p, s)
-	s.API, s.Stage = newAPI(s.Stack, p, s.Functions)
+	s.API, s.Stage = newAPI(s.Stack, p, s.Functions, s.MonitoringKey)
 	s.ReaperRule = newReaperSchedule(s.Stack, p, s.Functions["reaper"])
 	s.PushFailedEvents = newPushFailureDestination(s.Stack, p, s.Functions["push"])
 	if p.Ingest() {

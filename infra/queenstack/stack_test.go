@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -1340,4 +1341,105 @@ func TestProductionProfileStack(t *testing.T) {
 	for _, f := range a.nag { // TestCdkNag's check, for this variant too
 		t.Errorf("cdk-nag: %s", f)
 	}
+}
+
+// What the stack records about itself is encrypted with its own KMS key (rotated):
+// every log group and the alarm topic, whose key policy lets CloudWatch Logs and
+// CloudWatch alarms use it.
+func TestLogsAndAlarmTopicEncrypted(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		keyID, key := s.one(t, "AWS::KMS::Key")
+		if keyID != s.id(s.stack.MonitoringKey) || props(key)["EnableKeyRotation"] != true {
+			t.Errorf("KMS key %s: rotation %v", keyID, props(key)["EnableKeyRotation"])
+		}
+		services := map[string][]string{}
+		for _, st := range asList(path(props(key), "KeyPolicy", "Statement")) {
+			svc := toJSON(t, path(st, "Principal", "Service"))
+			services[svc] = append(services[svc], asStrings(path(st, "Action"))...)
+		}
+		var logs, alarms bool
+		for svc, actions := range services {
+			logs = logs || (strings.Contains(svc, `"logs.",{"Ref":"AWS::Region"}`) && contains(actions, "kms:GenerateDataKey*") && contains(actions, "kms:Decrypt*"))
+			alarms = alarms || (svc == `"cloudwatch.amazonaws.com"` && contains(actions, "kms:GenerateDataKey*") && contains(actions, "kms:Decrypt"))
+		}
+		if !logs || !alarms {
+			t.Errorf("key policy lets CloudWatch Logs use it: %v, CloudWatch alarms: %v (%v)", logs, alarms, services)
+		}
+		groups := s.resources("AWS::Logs::LogGroup")
+		if len(groups) < len(FunctionNames)+3 {
+			t.Errorf("%d log groups, want one per function, the access log, the flow log and more", len(groups))
+		}
+		for id, g := range groups {
+			if getAtt(props(g)["KmsKeyId"], "Arn") != keyID {
+				t.Errorf("log group %s: KmsKeyId %s, want the stack's key", id, toJSON(t, props(g)["KmsKeyId"]))
+			}
+		}
+		_, topic := s.one(t, "AWS::SNS::Topic")
+		if getAtt(props(topic)["KmsMasterKeyId"], "Arn") != keyID {
+			t.Errorf("alarm topic KmsMasterKeyId %s, want the stack's key", toJSON(t, props(topic)["KmsMasterKeyId"]))
+		}
+	})
+}
+
+// The database exports its logs to CloudWatch Logs, into groups the stack encrypts
+// and expires although RDS names and creates them, and runs Performance Insights
+// encrypted with the stack's key.
+func TestDatabaseLogsAndPerformanceInsights(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		key := s.id(s.stack.MonitoringKey)
+		dbID := s.id(s.stack.Database.Resource)
+		db := props(s.json["Resources"].(map[string]any)[dbID].(map[string]any))
+		kind, want := "instance", []any{"postgresql", "upgrade"}
+		if s.stack.Props.Engine == EngineAurora {
+			kind, want = "cluster", []any{"postgresql"}
+		}
+		if !equal(db["EnableCloudwatchLogsExports"], want) {
+			t.Errorf("database exports %v, want %v", db["EnableCloudwatchLogsExports"], want)
+		}
+		// Performance Insights: on the instance, or on the cluster (for its instances).
+		on, keyRef, days := db["EnablePerformanceInsights"], db["PerformanceInsightsKMSKeyId"], db["PerformanceInsightsRetentionPeriod"]
+		if kind == "cluster" {
+			on, keyRef, days = db["PerformanceInsightsEnabled"], db["PerformanceInsightsKmsKeyId"], db["PerformanceInsightsRetentionPeriod"]
+		}
+		if on != true || getAtt(keyRef, "Arn") != key || days != 7.0 {
+			t.Errorf("Performance Insights %v, key %s, %v days; want on, the stack's key, 7 days (free)", on, toJSON(t, keyRef), days)
+		}
+
+		// Per exported log: create the group encrypted (unless RDS did), associate the
+		// key, set the retention, each after the database exists.
+		calls := map[string]map[string]map[string]any{}
+		for id, r := range s.resources("Custom::AWS") {
+			var call struct {
+				Action     string         `json:"action"`
+				Parameters map[string]any `json:"parameters"`
+			}
+			if err := json.Unmarshal([]byte(render(props(r)["Create"])), &call); err != nil {
+				t.Errorf("%s: %v", id, err)
+				continue
+			}
+			for _, log := range want {
+				if call.Parameters["logGroupName"] != fmt.Sprintf("/aws/rds/%s/${%s}/%s", kind, dbID, log) {
+					continue
+				}
+				if !contains(dependsOn(r), dbID) {
+					t.Errorf("%s runs before the database exists", id)
+				}
+				if calls[log.(string)] == nil {
+					calls[log.(string)] = map[string]map[string]any{}
+				}
+				calls[log.(string)][call.Action] = call.Parameters
+			}
+		}
+		for _, log := range want {
+			c := calls[log.(string)]
+			for _, action := range []string{"createLogGroup", "associateKmsKey"} {
+				if c[action]["kmsKeyId"] != "${"+key+".Arn}" {
+					t.Errorf("the %s log group: %s %v, want it with the stack's key", log, action, c[action])
+				}
+			}
+			if c["putRetentionPolicy"]["retentionInDays"] != s.stack.Props.LogRetentionDays {
+				t.Errorf("the %s log group: putRetentionPolicy %v, want %v days", log, c["putRetentionPolicy"], s.stack.Props.LogRetentionDays)
+			}
+		}
+	})
 }
