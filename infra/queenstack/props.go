@@ -58,7 +58,7 @@ const (
 	DefaultFunctionTimeoutSec     = 10
 	DefaultPopTimeoutSec          = 29
 	DefaultReaperTimeoutSec       = 55
-	DefaultMigrateTimeoutSec      = 300
+	DefaultMigrateTimeoutSec      = 840
 	DefaultMaxWaitMS              = 20000 // config.DefaultMaxWaitLambda; a test holds them equal
 	DefaultLogLevel               = "info"
 	DefaultLogRetentionDays       = 30
@@ -99,6 +99,10 @@ const (
 	DefaultAPI5xxThreshold                 = 10
 	DefaultIngestMessageAgeSecThreshold    = 600
 	DefaultDBPort                          = config.DefaultDBPort
+	// MaxMigrateTimeoutSec is the longest migrate may run: CDK's provider framework
+	// function, which invokes it synchronously, has a timeout of 900 s, and keeps a
+	// minute to report the outcome.
+	MaxMigrateTimeoutSec = 840
 	// APIGatewayTimeoutSec is the hard limit of an HTTP API integration.
 	APIGatewayTimeoutSec = 30
 	// APIGatewayAccountRateLimit and APIGatewayAccountBurstLimit are API Gateway's
@@ -186,7 +190,15 @@ type Props struct {
 	PopTimeoutSec float64
 	// ReaperTimeoutSec bounds one reaper pass; keep it below the schedule period.
 	ReaperTimeoutSec float64
-	// MigrateTimeoutSec bounds the deploy-time migration. Default 300.
+	// MigrateTimeoutSec bounds the deploy-time migration: the migrate function's
+	// timeout, whose deadline is migrate's time budget. A schema change that waits
+	// for a lock gives up after its lock_timeout and is retried, and data
+	// migrations over big tables run in resumable batches, so a deploy behind a
+	// long reaper pass or over a large log needs minutes, not seconds. Default 840
+	// (14 minutes), the most the custom resource allows: CDK's provider framework,
+	// which invokes migrate and waits for it, stops after 15 minutes, and needs the
+	// last one to report the outcome to CloudFormation (the resource's
+	// ServiceTimeout is MigrateTimeoutSec + 60 s).
 	MigrateTimeoutSec float64
 	// MaxWaitMS caps long-poll pops (QUEEN_MAX_WAIT_MS). Default 20000.
 	MaxWaitMS float64
@@ -510,8 +522,8 @@ func (p Props) Validate() error {
 	} else if p.ReaperTimeoutSec >= p.ReaperRateMinutes*60 || p.ReaperTimeoutSec > 900 {
 		bad("reaperTimeoutSec %v must be shorter than the reaper period and at most 900", p.ReaperTimeoutSec)
 	}
-	if p.MigrateTimeoutSec > 900 {
-		bad("migrateTimeoutSec %v: Lambda allows at most 900", p.MigrateTimeoutSec)
+	if p.MigrateTimeoutSec < 60 || p.MigrateTimeoutSec > MaxMigrateTimeoutSec {
+		bad("migrateTimeoutSec %v: want 60..%d (the provider framework that invokes migrate stops at 900 s and needs a minute to report)", p.MigrateTimeoutSec, MaxMigrateTimeoutSec)
 	}
 	if p.FunctionMemoryMB < 128 || p.FunctionMemoryMB > 10240 {
 		bad("functionMemoryMb %v: want 128..10240", p.FunctionMemoryMB)

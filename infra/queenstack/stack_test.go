@@ -1443,3 +1443,25 @@ func TestDatabaseLogsAndPerformanceInsights(t *testing.T) {
 		}
 	})
 }
+
+// Migrate has minutes for schema changes that wait for locks and retry, and for
+// batched data migrations: its timeout, within what the provider framework that
+// invokes it waits (with a minute left to report), and the custom resource's
+// ServiceTimeout beyond both.
+func TestMigrationTimeoutCoversRetriedLockWaits(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		fns := s.resources("AWS::Lambda::Function")
+		migrate, _ := props(fns[s.id(s.stack.Functions["migrate"])])["Timeout"].(float64)
+		if migrate != DefaultMigrateTimeoutSec || migrate < 600 {
+			t.Errorf("migrate timeout %v s, want %v (minutes for retried lock waits and batches)", migrate, DefaultMigrateTimeoutSec)
+		}
+		_, cr := s.one(t, MigrationResourceType)
+		framework, _ := props(fns[getAtt(props(cr)["ServiceToken"], "Arn")])["Timeout"].(float64)
+		if framework < migrate+60 {
+			t.Errorf("the provider framework waits %v s for migrate's %v s, want a minute more", framework, migrate)
+		}
+		if st, _ := strconv.ParseFloat(fmt.Sprint(props(cr)["ServiceTimeout"]), 64); st < migrate+60 {
+			t.Errorf("migration ServiceTimeout %v, want at least %v", props(cr)["ServiceTimeout"], migrate+60)
+		}
+	})
+}
