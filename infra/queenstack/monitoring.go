@@ -10,15 +10,23 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/queen-serverless/queen/core/reaper"
 )
 
-// Metrics the reaper publishes through Embedded Metric Format logs. The alarms use the
-// series without dimensions, so the reaper must emit that one (the total DLQ depth and
-// the largest lag of any group); a per-queue "Queue" dimension may be added beside it.
+// Metrics the reaper publishes through Embedded Metric Format logs, named in
+// core/reaper (the one place they are written down). The alarms use the series
+// without dimensions, so the reaper must emit that one (the total DLQ depth, the
+// largest lag of any group, whether the pass fell behind and what it left due per
+// kind); a per-queue "Queue" dimension may be added beside it.
 const (
-	MetricsNamespace  = "QueenServerless"
-	MetricDLQDepth    = "DLQDepth"
-	MetricMaxGroupLag = "MaxGroupLag"
+	MetricsNamespace       = reaper.Namespace
+	MetricDLQDepth         = reaper.MetricDLQDepth
+	MetricMaxGroupLag      = reaper.MetricMaxGroupLag
+	MetricReaperBehind     = reaper.MetricBehind
+	MetricBacklogLeases    = reaper.MetricBacklogLeases
+	MetricBacklogDedup     = reaper.MetricBacklogDedup
+	MetricBacklogRetention = reaper.MetricBacklogRetention
 	// MetricProxyPinned is the RDS Proxy metric of sessions pinned to one connection.
 	MetricProxyPinned = "DatabaseConnectionsCurrentlySessionPinned"
 	// MetricProxyBorrowLatency is the RDS Proxy's time to borrow a connection, in µs.
@@ -45,17 +53,21 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 
 	var alarms []awscloudwatch.Alarm
-	// alarm raises id when m is above threshold for periods five-minute periods
-	// (below it with below). Missing data is "not breaching" unless missingBreaches:
-	// most metrics simply have no data without traffic.
+	// alarm raises id when m is above threshold for periods of its period in a row
+	// (below it with below, at or above it with atLeast). Missing data is "not
+	// breaching" unless missingBreaches: most metrics simply have no data without
+	// traffic.
 	type rule struct {
-		threshold, periods     float64
-		below, missingBreaches bool
+		threshold, periods              float64
+		below, atLeast, missingBreaches bool
 	}
 	alarm := func(id, desc string, m awscloudwatch.IMetric, r rule) {
 		op, missing := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD, awscloudwatch.TreatMissingData_NOT_BREACHING
 		if r.below {
 			op = awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
+		}
+		if r.atLeast {
+			op = awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 		}
 		if r.missingBreaches {
 			missing = awscloudwatch.TreatMissingData_BREACHING
@@ -105,6 +117,16 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 		dlqGrowth, rule{threshold: p.DLQDepthThreshold, periods: 1, missingBreaches: true})
 	alarm("GroupLagAlarm", fmt.Sprintf("A consumer group lags more than %v messages for 15 minutes, or the reaper stopped publishing the lag", p.GroupLagThreshold),
 		groupLag, rule{threshold: p.GroupLagThreshold, periods: 3, missingBreaches: true})
+	// ReaperBehind is 1 for a pass that ran out of time with work left, 0 for one
+	// that caught up. The minimum over a reaper period is 1 only when every pass of
+	// that period fell behind; the alarm wants ReaperBehindPasses such periods in a
+	// row. A stopped reaper publishes nothing, which the DLQ and lag alarms catch.
+	reaperPeriod := awscdk.Duration_Minutes(jsii.Number(p.ReaperRateMinutes))
+	alarm("ReaperBehindAlarm", fmt.Sprintf("The reaper has not caught up for %v passes in a row: every pass ran out of time with leases, dedup keys or retention left due (see the reaper's backlog on the dashboard; the database may be too small, or a long transaction holds it back)", p.ReaperBehindPasses),
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(MetricReaperBehind),
+			Statistic: jsii.String("Minimum"), Period: reaperPeriod,
+		}), rule{threshold: 1, periods: p.ReaperBehindPasses, atLeast: true})
 	alarm("ProxyPinningAlarm", "RDS Proxy sessions are pinned: some statement holds session state",
 		pinned, rule{threshold: p.PinnedConnectionsThreshold, periods: 1})
 	alarm("ProxyBorrowLatencyAlarm", fmt.Sprintf("Borrowing a database connection from the RDS Proxy takes more than %v ms on average for 10 minutes (pool saturated; at %v s requests fail)", p.ProxyBorrowLatencyMsThreshold, p.ProxyBorrowTimeoutSec),
@@ -170,6 +192,12 @@ func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDe
 	label := func(name string) *awscloudwatch.MetricOptions {
 		return &awscloudwatch.MetricOptions{Label: jsii.String(name), Statistic: jsii.String("Sum")}
 	}
+	reaperMetric := func(name, label string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(name),
+			Statistic: jsii.String("Maximum"), Label: jsii.String(label),
+		})
+	}
 	api := st.API
 	p99 := &awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Label: jsii.String("p99")}
 	p50 := &awscloudwatch.MetricOptions{Statistic: jsii.String("p50"), Label: jsii.String("p50")}
@@ -199,6 +227,13 @@ func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDe
 			})...),
 			graph("Dead-letter depth", dlqDepth),
 			graph("Max consumer-group lag", groupLag),
+		},
+		{
+			// What each reaper pass left due, per kind (0 once it caught up).
+			graph("Reaper backlog (rows left due)", reaperMetric(MetricBacklogLeases, "leases"),
+				reaperMetric(MetricBacklogDedup, "dedup keys"), reaperMetric(MetricBacklogRetention, "retention")),
+			graph("Reaper behind (1: a pass ran out of time)", reaperMetric(MetricReaperBehind, "behind")),
+			graph("Reaper duration p99 (ms)", st.Functions["reaper"].MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99")})),
 		},
 		{
 			graph("Proxy pinned sessions", pinned),

@@ -57,21 +57,28 @@ const (
 	DefaultFunctionMemoryMB       = 256
 	DefaultFunctionTimeoutSec     = 10
 	DefaultPopTimeoutSec          = 29
-	DefaultReaperTimeoutSec       = 55
-	DefaultMigrateTimeoutSec      = 840
-	DefaultMaxWaitMS              = 20000 // config.DefaultMaxWaitLambda; a test holds them equal
-	DefaultLogLevel               = "info"
-	DefaultLogRetentionDays       = 30
-	DefaultAuthorizer             = AuthorizerIAM
-	DefaultThrottleRateLimit      = 500
-	DefaultThrottleBurstLimit     = 1000
-	DefaultReaperRateMinutes      = 1
-	DefaultIngestQueue            = true
-	DefaultEventQueue             = "events"
-	DefaultEventPartition         = config.DefaultPartition
-	DefaultIngestBatchSize        = 10
-	DefaultIngestRetryMinutes     = 30
-	DefaultIngestMaxConcurrency   = 10
+	// DefaultReaperTimeoutSec 0 derives the reaper's timeout from its period:
+	// ReaperRateMinutes × 60 − ReaperTickMarginSec, at most 900 (50 s every minute).
+	DefaultReaperTimeoutSec = 0
+	// ReaperTickMarginSec is how long before the next tick a reaper pass must end.
+	ReaperTickMarginSec = 10
+	// DefaultReaperBehindPasses is how many reaper periods in a row must each have
+	// only passes that ran out of time before the ReaperBehind alarm fires.
+	DefaultReaperBehindPasses   = 5
+	DefaultMigrateTimeoutSec    = 840
+	DefaultMaxWaitMS            = 20000 // config.DefaultMaxWaitLambda; a test holds them equal
+	DefaultLogLevel             = "info"
+	DefaultLogRetentionDays     = 30
+	DefaultAuthorizer           = AuthorizerIAM
+	DefaultThrottleRateLimit    = 500
+	DefaultThrottleBurstLimit   = 1000
+	DefaultReaperRateMinutes    = 1
+	DefaultIngestQueue          = true
+	DefaultEventQueue           = "events"
+	DefaultEventPartition       = config.DefaultPartition
+	DefaultIngestBatchSize      = 10
+	DefaultIngestRetryMinutes   = 30
+	DefaultIngestMaxConcurrency = 10
 	// DefaultProxyBorrowTimeoutSec 0 derives the borrow timeout from the function
 	// timeouts: half the shortest one (see Props.ProxyBorrowTimeoutSec).
 	DefaultProxyBorrowTimeoutSec          = 0
@@ -188,7 +195,12 @@ type Props struct {
 	FunctionTimeoutSec float64
 	// PopTimeoutSec must exceed MaxWaitMS and stay below API Gateway's 30 s. Default 29.
 	PopTimeoutSec float64
-	// ReaperTimeoutSec bounds one reaper pass; keep it below the schedule period.
+	// ReaperTimeoutSec bounds one reaper pass, which works in short transactions
+	// until it has caught up or its deadline less a margin (10 s, core/reaper) is
+	// near: the longer it is, the more a pass can catch up. It must stay below the
+	// schedule period so that a pass ends before the next tick starts another.
+	// Default 0: ReaperRateMinutes × 60 − 10 s, at most Lambda's 900 s (50 s with
+	// the 1-minute default, 290 s every 5 minutes).
 	ReaperTimeoutSec float64
 	// MigrateTimeoutSec bounds the deploy-time migration: the migrate function's
 	// timeout, whose deadline is migrate's time budget. A schema change that waits
@@ -251,6 +263,11 @@ type Props struct {
 
 	// ReaperRateMinutes is the period of the reaper schedule. Default 1.
 	ReaperRateMinutes float64
+	// ReaperBehindPasses: alarm when the reaper has not caught up (every pass ran
+	// out of time with work left, QueenServerless/ReaperBehind) for this many
+	// periods in a row. Default 5; with ReaperRateMinutes at most 1,440 minutes
+	// together (CloudWatch's limit on an alarm's window).
+	ReaperBehindPasses float64
 
 	// IngestQueue adds an SQS queue (with its own DLQ) feeding the push function.
 	// nil means DefaultIngestQueue.
@@ -376,7 +393,6 @@ func (p Props) WithDefaults() Props {
 	num(&p.FunctionMemoryMB, DefaultFunctionMemoryMB)
 	num(&p.FunctionTimeoutSec, DefaultFunctionTimeoutSec)
 	num(&p.PopTimeoutSec, DefaultPopTimeoutSec)
-	num(&p.ReaperTimeoutSec, DefaultReaperTimeoutSec)
 	num(&p.MigrateTimeoutSec, DefaultMigrateTimeoutSec)
 	num(&p.MaxWaitMS, DefaultMaxWaitMS)
 	str(&p.LogLevel, DefaultLogLevel)
@@ -387,6 +403,8 @@ func (p Props) WithDefaults() Props {
 	num(&p.ThrottleRateLimit, DefaultThrottleRateLimit)
 	num(&p.ThrottleBurstLimit, DefaultThrottleBurstLimit)
 	num(&p.ReaperRateMinutes, DefaultReaperRateMinutes)
+	num(&p.ReaperTimeoutSec, min(p.ReaperRateMinutes*60-ReaperTickMarginSec, 900))
+	num(&p.ReaperBehindPasses, DefaultReaperBehindPasses)
 	if p.IngestQueue == nil {
 		v := DefaultIngestQueue
 		p.IngestQueue = &v
@@ -521,6 +539,8 @@ func (p Props) Validate() error {
 		bad("reaperRateMinutes %v: want a whole number of minutes >= 1", p.ReaperRateMinutes)
 	} else if p.ReaperTimeoutSec >= p.ReaperRateMinutes*60 || p.ReaperTimeoutSec > 900 {
 		bad("reaperTimeoutSec %v must be shorter than the reaper period and at most 900", p.ReaperTimeoutSec)
+	} else if p.ReaperBehindPasses < 1 || p.ReaperBehindPasses != math.Trunc(p.ReaperBehindPasses) || p.ReaperBehindPasses*p.ReaperRateMinutes > 1440 {
+		bad("reaperBehindPasses %v: want a whole number >= 1, and at most a day of reaper periods", p.ReaperBehindPasses)
 	}
 	if p.MigrateTimeoutSec < 60 || p.MigrateTimeoutSec > MaxMigrateTimeoutSec {
 		bad("migrateTimeoutSec %v: want 60..%d (the provider framework that invokes migrate stops at 900 s and needs a minute to report)", p.MigrateTimeoutSec, MaxMigrateTimeoutSec)
@@ -709,6 +729,7 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("throttleRateLimit", &p.ThrottleRateLimit)
 	num("throttleBurstLimit", &p.ThrottleBurstLimit)
 	num("reaperRateMinutes", &p.ReaperRateMinutes)
+	num("reaperBehindPasses", &p.ReaperBehindPasses)
 	num("proxyBorrowTimeoutSec", &p.ProxyBorrowTimeoutSec)
 	num("proxyMaxConnectionsPercent", &p.ProxyMaxConnectionsPercent)
 	num("proxyMaxIdleConnectionsPercent", &p.ProxyMaxIdleConnectionsPercent)

@@ -30,6 +30,12 @@ func TestWithDefaults(t *testing.T) {
 	if p.IngestMaxConcurrency != 10 || p.IngestMaxReceiveCount != 30 {
 		t.Errorf("ingest: max concurrency %v, max receive count %v", p.IngestMaxConcurrency, p.IngestMaxReceiveCount)
 	}
+	if p.ReaperTimeoutSec != 50 || p.ReaperBehindPasses != 5 {
+		t.Errorf("reaper: timeout %v s (want 50: the minute less 10 s), behind after %v passes", p.ReaperTimeoutSec, p.ReaperBehindPasses)
+	}
+	if r := (Props{ReaperRateMinutes: 20}).WithDefaults(); r.ReaperTimeoutSec != 900 {
+		t.Errorf("20-minute reaper: timeout %v s, want Lambda's 900", r.ReaperTimeoutSec)
+	}
 	// The derived defaults follow the props they derive from.
 	d := Props{FunctionTimeoutSec: 3, PopTimeoutSec: 25}.WithDefaults()
 	if d.ProxyBorrowTimeoutSec != 1 || d.IngestMaxReceiveCount != 100 {
@@ -59,6 +65,8 @@ func TestValidate(t *testing.T) {
 		"pop at gateway limit":   {func(p *Props) { p.PopTimeoutSec = 30 }, "popTimeoutSec"},
 		"reaper overlaps":        {func(p *Props) { p.ReaperTimeoutSec = 60 }, "reaperTimeoutSec"},
 		"fractional rate":        {func(p *Props) { p.ReaperRateMinutes = 1.5 }, "reaperRateMinutes"},
+		"no behind passes":       {func(p *Props) { p.ReaperBehindPasses = 0.5 }, "reaperBehindPasses"},
+		"behind past a day":      {func(p *Props) { p.ReaperRateMinutes, p.ReaperTimeoutSec, p.ReaperBehindPasses = 60, 900, 25 }, "reaperBehindPasses"},
 		"bad retention":          {func(p *Props) { p.LogRetentionDays = 31 }, "logRetentionDays"},
 		"no backups":             {func(p *Props) { p.BackupRetentionDays = 40 }, "backupRetentionDays"},
 		"bad removal":            {func(p *Props) { p.RemovalPolicy = "KEEP" }, "removalPolicy"},

@@ -210,6 +210,20 @@ func TestFunctionTimeoutsFitTheAPI(t *testing.T) {
 	}
 }
 
+// A reaper pass may use most of its period (it works until caught up or near its
+// deadline) and still ends before the next tick: timeout = period - 10 s, at most 900.
+func TestReaperTimeoutFollowsItsPeriod(t *testing.T) {
+	for name, want := range map[string]float64{"defaults": 50, "custom": 290, "production": 50} {
+		t.Run(name, func(t *testing.T) {
+			s := variants[name].get(t)
+			r := s.resources("AWS::Lambda::Function")[s.id(s.stack.Functions["reaper"])]
+			if got := props(r)["Timeout"]; got != want {
+				t.Errorf("reaper timeout %v s every %v min, want %v", got, s.stack.Props.ReaperRateMinutes, want)
+			}
+		})
+	}
+}
+
 func TestProxyRequiresIAMAuthAndTLS(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, s *synthesized) {
 		id, proxy := s.one(t, "AWS::RDS::DBProxy")
@@ -949,6 +963,14 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			t.Errorf("DLQ alarm expressions %v, want the DIFF of the depth", expr)
 		}
 		check(key{MetricsNamespace, MetricMaxGroupLag, ""}, gt, th.GroupLagThreshold, "breaching")
+		// The reaper has not caught up: every pass of N reaper periods in a row fell
+		// behind (the period's minimum of a 0/1 metric is 1).
+		if behind := check(key{MetricsNamespace, MetricReaperBehind, ""}, "GreaterThanOrEqualToThreshold", 1, "notBreaching"); behind != nil {
+			if behind["Statistic"] != "Minimum" || behind["Period"] != th.ReaperRateMinutes*60 || behind["EvaluationPeriods"] != th.ReaperBehindPasses {
+				t.Errorf("reaper-behind alarm: %v over %v s, %v periods; want Minimum over the reaper's period %v s, %v periods",
+					behind["Statistic"], behind["Period"], behind["EvaluationPeriods"], th.ReaperRateMinutes*60, th.ReaperBehindPasses)
+			}
+		}
 
 		proxy := fmt.Sprintf(`{"Ref":"%s"}`, s.id(s.stack.Proxy))
 		check(key{"AWS/RDS", MetricProxyPinned, proxy}, gt, 0, "notBreaching")
@@ -982,7 +1004,8 @@ func TestAlarmsAndDashboard(t *testing.T) {
 
 		_, dash := s.one(t, "AWS::CloudWatch::Dashboard")
 		body := toJSON(t, props(dash)["DashboardBody"])
-		for _, want := range []string{MetricDLQDepth, MetricMaxGroupLag, MetricProxyPinned, "AWS/ApiGateway", "CPUUtilization", "alarms", "DatabaseConnectionsBorrowLatency", "FreeableMemory"} {
+		for _, want := range []string{MetricDLQDepth, MetricMaxGroupLag, MetricProxyPinned, MetricReaperBehind,
+			MetricBacklogLeases, MetricBacklogDedup, MetricBacklogRetention, "AWS/ApiGateway", "CPUUtilization", "alarms", "DatabaseConnectionsBorrowLatency", "FreeableMemory"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("dashboard does not show %s", want)
 			}
