@@ -20,7 +20,9 @@ func migrate(ctx context.Context, args []string) error {
 	if *url == "" {
 		return errors.New("migrate: set DATABASE_URL or -database-url")
 	}
-	res, err := pgstore.MigrateURL(ctx, *url)
+	res, err := pgstore.MigrateURLWith(ctx, *url, pgstore.MigrateOptions{OnRetry: func(step string, attempt int, err error) {
+		fmt.Fprintf(os.Stderr, "%s: timed out waiting for a lock (attempt %d: %v); trying again\n", step, attempt, err)
+	}})
 	if err != nil {
 		return err
 	}

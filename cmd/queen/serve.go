@@ -288,7 +288,9 @@ func migrateWith(ctx context.Context, cfg config.Config, log *slog.Logger) error
 		return fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close(ctx)
-	res, err := pgstore.Migrate(ctx, conn)
+	res, err := pgstore.MigrateWith(ctx, conn, pgstore.MigrateOptions{OnRetry: func(step string, attempt int, err error) {
+		log.Warn("migration step timed out waiting for a lock; trying again", "step", step, "attempt", attempt, "err", err)
+	}})
 	if err != nil {
 		return err
 	}

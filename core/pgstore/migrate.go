@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
@@ -41,7 +43,7 @@ var routinesSQL = func() string {
 }()
 
 // migrateLockKey is the transaction-level advisory lock that serializes
-// migrators started at the same time.
+// the steps of migrators started at the same time.
 const migrateLockKey = 0x5155454e // "QUEN"
 
 // Migration is one numbered schema change.
@@ -76,6 +78,10 @@ type MigrateResult struct {
 	// a newer release migrated it (this is a rollback). The routines were
 	// left as they are (see Migrate).
 	Ahead []string
+	// Retries counts the steps tried again after a lock wait timed out.
+	Retries int
+	// Chunks counts the transactions of batched data migrations.
+	Chunks int
 }
 
 // ErrMigrationChanged: a migration already applied to the database differs
@@ -83,11 +89,68 @@ type MigrateResult struct {
 // change is a new numbered migration.
 var ErrMigrationChanged = errors.New("an applied migration was changed")
 
-// Migrate brings the schema up to date in one transaction: it applies the
-// numbered migrations not yet recorded, then re-creates the routines when
-// their checksum changed. It is idempotent and safe when several processes
-// start at once (a transaction-level advisory lock serializes them), and it
-// uses no session state, so it works behind a transaction-pooling proxy.
+// MigrateOptions bound how Migrate waits for the locks its statements
+// take. The zero value is the defaults.
+type MigrateOptions struct {
+	// LockTimeout is the longest a schema change waits for a lock (SET
+	// LOCAL lock_timeout). While it waits, the statements that need the same
+	// table queue behind it; past it, the step rolls back, lets them through
+	// and tries again. Default DefaultMigrateLockTimeout.
+	LockTimeout time.Duration
+	// Attempts is how often a step is tried before Migrate gives up.
+	// Default DefaultMigrateAttempts.
+	Attempts int
+	// Backoff is the wait before the second attempt; it doubles after each
+	// one, up to 10 s. Default DefaultMigrateBackoff.
+	Backoff time.Duration
+	// OnRetry, when set, hears of each step that timed out waiting for a
+	// lock, before the wait (the mains log it).
+	OnRetry func(step string, attempt int, err error)
+}
+
+// Defaults of MigrateOptions: with them a step waits at most about five
+// minutes in all, inside the migrate function's fifteen.
+const (
+	DefaultMigrateLockTimeout = 3 * time.Second
+	DefaultMigrateAttempts    = 30
+	DefaultMigrateBackoff     = 500 * time.Millisecond
+)
+
+func (o MigrateOptions) withDefaults() MigrateOptions {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultMigrateLockTimeout
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = DefaultMigrateAttempts
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = DefaultMigrateBackoff
+	}
+	return o
+}
+
+// batchedMarker, the first line of a migration, makes it a batched data
+// migration: its text does a bounded chunk of the work and is run again,
+// each run a transaction of its own, until a run's last statement affects
+// no row; only then is the migration recorded. Its text must therefore be
+// safe to run again (it selects what is left to do), which also makes it
+// resumable: a migrate cut off half-way goes on where it stopped.
+const batchedMarker = "-- queen:batched"
+
+// lockNotAvailable is the SQLSTATE of a lock wait past lock_timeout.
+const lockNotAvailable = "55P03"
+
+// Migrate brings the schema up to date: it applies the numbered
+// migrations not yet recorded, each in a short transaction of its own
+// (batched data migrations in many), then re-creates the routines, in a
+// transaction of their own, when their checksum changed. Every step sets
+// lock_timeout and, when it times out waiting for a lock (a long
+// transaction holds the table), rolls back, waits and tries again, so that
+// a schema change never holds the queue's traffic behind it for longer than
+// the timeout. It is idempotent and safe when several processes start at
+// once (each step takes a transaction-level advisory lock and reads what is
+// applied under it), and uses no session state, so it works behind a
+// transaction-pooling proxy.
 //
 // It first checks the migrations already applied against this release's:
 // one whose text changed fails the whole run with ErrMigrationChanged,
@@ -97,47 +160,42 @@ var ErrMigrationChanged = errors.New("an applied migration was changed")
 // release's calls, which they accept by the compatibility rule of
 // sql/routines/, while older routines might not match the newer schema.
 func Migrate(ctx context.Context, conn *pgx.Conn) (MigrateResult, error) {
-	var res MigrateResult
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return res, fmt.Errorf("migrate: begin: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	return MigrateWith(ctx, conn, MigrateOptions{})
+}
 
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::bigint)", int64(migrateLockKey)); err != nil {
-		return res, fmt.Errorf("migrate: lock: %w", err)
-	}
-	if err := execScript(ctx, tx, `
-		CREATE SCHEMA IF NOT EXISTS queen;
-		CREATE TABLE IF NOT EXISTS queen.schema_migrations (
-			version    text PRIMARY KEY,
-			checksum   text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now()
-		);`); err != nil {
-		return res, fmt.Errorf("migrate: bookkeeping table: %w", err)
-	}
-	applied := map[string]string{}
-	rows, err := tx.Query(ctx, "SELECT version, checksum FROM queen.schema_migrations")
-	if err != nil {
-		return res, fmt.Errorf("migrate: read applied: %w", err)
-	}
-	for rows.Next() {
-		var v, c string
-		if err := rows.Scan(&v, &c); err != nil {
-			return res, err
+// MigrateWith is Migrate with options.
+func MigrateWith(ctx context.Context, conn *pgx.Conn, opt MigrateOptions) (MigrateResult, error) {
+	return migrate(ctx, conn, Migrations(), routinesSQL, opt.withDefaults())
+}
+
+func migrate(ctx context.Context, conn *pgx.Conn, migrations []Migration, routines string, opt MigrateOptions) (MigrateResult, error) {
+	var res MigrateResult
+	m := &migrator{conn: conn, opt: opt, res: &res}
+	var applied map[string]string
+	err := m.step(ctx, "bookkeeping", func(tx pgx.Tx) error {
+		if err := execScript(ctx, tx, `
+			CREATE SCHEMA IF NOT EXISTS queen;
+			CREATE TABLE IF NOT EXISTS queen.schema_migrations (
+				version    text PRIMARY KEY,
+				checksum   text NOT NULL,
+				applied_at timestamptz NOT NULL DEFAULT now()
+			);`); err != nil {
+			return fmt.Errorf("bookkeeping table: %w", err)
 		}
-		applied[v] = c
-	}
-	if err := rows.Err(); err != nil {
+		var err error
+		applied, err = readApplied(ctx, tx)
+		return err
+	})
+	if err != nil {
 		return res, err
 	}
 
 	known := map[string]bool{"routines": true}
 	var changed []string
-	for _, m := range Migrations() {
-		known[m.Version] = true
-		if sum, ok := applied[m.Version]; ok && sum != checksum(m.SQL) {
-			changed = append(changed, m.Version)
+	for _, mg := range migrations {
+		known[mg.Version] = true
+		if sum, ok := applied[mg.Version]; ok && sum != checksum(mg.SQL) {
+			changed = append(changed, mg.Version)
 		}
 	}
 	if len(changed) > 0 {
@@ -151,46 +209,170 @@ func Migrate(ctx context.Context, conn *pgx.Conn) (MigrateResult, error) {
 		}
 	}
 	sort.Strings(res.Ahead)
+	if len(res.Ahead) > 0 {
+		return res, nil
+	}
 
-	for _, m := range Migrations() {
-		if _, ok := applied[m.Version]; ok || len(res.Ahead) > 0 {
+	for _, mg := range migrations {
+		if _, ok := applied[mg.Version]; ok {
 			continue
 		}
-		if err := execScript(ctx, tx, m.SQL); err != nil {
-			return res, fmt.Errorf("migrate: %s: %w", m.Version, err)
+		if err := m.apply(ctx, mg); err != nil {
+			return res, err
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO queen.schema_migrations (version, checksum) VALUES ($1, $2)",
-			m.Version, checksum(m.SQL)); err != nil {
-			return res, fmt.Errorf("migrate: record %s: %w", m.Version, err)
-		}
-		res.Applied = append(res.Applied, m.Version)
 	}
 
-	sum := checksum(routinesSQL)
-	if applied["routines"] != sum && len(res.Ahead) == 0 {
-		if err := execScript(ctx, tx, routinesSQL); err != nil {
-			return res, fmt.Errorf("migrate: routines: %w", err)
+	sum := checksum(routines)
+	if applied["routines"] != sum {
+		err := m.step(ctx, "routines", func(tx pgx.Tx) error {
+			now, err := readApplied(ctx, tx)
+			if err != nil || now["routines"] == sum {
+				return err // another migrator replaced them meanwhile
+			}
+			if err := execScript(ctx, tx, routines); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `INSERT INTO queen.schema_migrations (version, checksum) VALUES ('routines', $1)
+				ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()`, sum)
+			res.RoutinesReplaced = err == nil
+			return err
+		})
+		if err != nil {
+			return res, err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO queen.schema_migrations (version, checksum) VALUES ('routines', $1)
-			ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()`, sum); err != nil {
-			return res, fmt.Errorf("migrate: record routines: %w", err)
-		}
-		res.RoutinesReplaced = true
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return res, fmt.Errorf("migrate: commit: %w", err)
 	}
 	return res, nil
 }
 
+// migrator runs the steps of one Migrate.
+type migrator struct {
+	conn *pgx.Conn
+	opt  MigrateOptions
+	res  *MigrateResult
+}
+
+// apply applies one migration and records it: in one transaction, or a
+// batched one chunk by chunk and then recorded.
+func (m *migrator) apply(ctx context.Context, mg Migration) error {
+	record := func(tx pgx.Tx) (bool, error) {
+		now, err := readApplied(ctx, tx)
+		if _, ok := now[mg.Version]; ok || err != nil {
+			return false, err // another migrator applied it meanwhile
+		}
+		_, err = tx.Exec(ctx, "INSERT INTO queen.schema_migrations (version, checksum) VALUES ($1, $2)",
+			mg.Version, checksum(mg.SQL))
+		return err == nil, err
+	}
+	if strings.HasPrefix(mg.SQL, batchedMarker) {
+		for chunk := 1; ; chunk++ {
+			var rows int64
+			err := m.step(ctx, fmt.Sprintf("%s (chunk %d)", mg.Version, chunk), func(tx pgx.Tx) error {
+				results, err := tx.Conn().PgConn().Exec(ctx, mg.SQL).ReadAll()
+				if err == nil && len(results) > 0 {
+					rows = results[len(results)-1].CommandTag.RowsAffected()
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if rows == 0 {
+				break
+			}
+			m.res.Chunks++
+		}
+		return m.step(ctx, mg.Version, func(tx pgx.Tx) error {
+			done, err := record(tx)
+			if done {
+				m.res.Applied = append(m.res.Applied, mg.Version)
+			}
+			return err
+		})
+	}
+	return m.step(ctx, mg.Version, func(tx pgx.Tx) error {
+		now, err := readApplied(ctx, tx)
+		if _, ok := now[mg.Version]; ok || err != nil {
+			return err
+		}
+		if err := execScript(ctx, tx, mg.SQL); err != nil {
+			return err
+		}
+		done, err := record(tx)
+		if done {
+			m.res.Applied = append(m.res.Applied, mg.Version)
+		}
+		return err
+	})
+}
+
+// step runs fn in a transaction of its own, under the migrators' advisory
+// lock and with lock_timeout, and tries again after a growing wait when a
+// lock wait timed out. Other errors end the run.
+func (m *migrator) step(ctx context.Context, name string, fn func(pgx.Tx) error) error {
+	wait := m.opt.Backoff
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, m.conn, func(tx pgx.Tx) error {
+			// SET LOCAL ends with the transaction: no session state.
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", m.opt.LockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::bigint)", int64(migrateLockKey)); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
+			if err != nil {
+				return fmt.Errorf("migrate: %s: %w", name, err)
+			}
+			return nil
+		}
+		if attempt >= m.opt.Attempts {
+			return fmt.Errorf("migrate: %s: still waiting for a lock after %d attempts: %w", name, attempt, err)
+		}
+		m.res.Retries++
+		if m.opt.OnRetry != nil {
+			m.opt.OnRetry(name, attempt, err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("migrate: %s: %w", name, ctx.Err())
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+func readApplied(ctx context.Context, tx pgx.Tx) (map[string]string, error) {
+	rows, err := tx.Query(ctx, "SELECT version, checksum FROM queen.schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read applied: %w", err)
+	}
+	applied := map[string]string{}
+	for rows.Next() {
+		var v, c string
+		if err := rows.Scan(&v, &c); err != nil {
+			return nil, err
+		}
+		applied[v] = c
+	}
+	return applied, rows.Err()
+}
+
 // MigrateURL connects to url and runs Migrate.
 func MigrateURL(ctx context.Context, url string) (MigrateResult, error) {
+	return MigrateURLWith(ctx, url, MigrateOptions{})
+}
+
+// MigrateURLWith connects to url and runs MigrateWith.
+func MigrateURLWith(ctx context.Context, url string, opt MigrateOptions) (MigrateResult, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return MigrateResult{}, fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close(ctx)
-	return Migrate(ctx, conn)
+	return MigrateWith(ctx, conn, opt)
 }
 
 // execScript runs a multi-statement script with the simple protocol.

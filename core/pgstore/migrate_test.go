@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,5 +329,146 @@ func TestMigrationToSmallSegmentsKeepsTheLog(t *testing.T) {
 	}
 	if res := pushN(t, e, "old", "a", "new", 1); res[0].Status != queen.StatusQueued || res[0].Offset != 4 {
 		t.Errorf("a new message after the migration: %+v, want offset 4", res)
+	}
+}
+
+// A schema change that cannot get its lock — a long transaction holds the
+// table — gives up after lock_timeout, lets the pushes queued behind it
+// through, and tries again until the long transaction has ended; pushes
+// never wait for the long transaction itself.
+func TestMigrationWaitsOutALongTransaction(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	hot := []queen.PushItem{{Queue: "hot", Partition: "p", Payload: json.RawMessage(`1`)}}
+	if _, err := e.Store.Push(ctx, hot); err != nil {
+		t.Fatal(err)
+	}
+	// The long transaction: a reader of queen.partitions, as a long
+	// reaper pass or report is.
+	long, err := e.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Rollback(ctx) //nolint:errcheck
+	if _, err := long.Exec(ctx, "SELECT count(*) FROM queen.partitions"); err != nil {
+		t.Fatal(err)
+	}
+
+	var pushes atomic.Int64
+	var slowest atomic.Int64 // ns
+	stop := make(chan struct{})
+	pushed := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				pushed <- nil
+				return
+			default:
+			}
+			t0 := time.Now()
+			if _, err := e.Store.Push(ctx, hot); err != nil {
+				pushed <- err
+				return
+			}
+			if d := int64(time.Since(t0)); d > slowest.Load() {
+				slowest.Store(d)
+			}
+			pushes.Add(1)
+		}
+	}()
+
+	const lockTimeout = 300 * time.Millisecond
+	retries := make(chan int, 100)
+	migrated := make(chan error, 1)
+	var res pgstore.MigrateResult
+	go func() {
+		conn, err := pgx.Connect(ctx, e.URL)
+		if err != nil {
+			migrated <- err
+			return
+		}
+		defer conn.Close(ctx)
+		res, err = pgstore.MigrateWithExtra(ctx, conn,
+			[]pgstore.Migration{{Version: "9000_test_column", SQL: "ALTER TABLE queen.partitions ADD COLUMN test_column int;"}},
+			pgstore.MigrateOptions{LockTimeout: lockTimeout, Backoff: 100 * time.Millisecond,
+				OnRetry: func(step string, attempt int, err error) { retries <- attempt }})
+		migrated <- err
+	}()
+
+	// Five timed-out attempts (about four seconds) while pushes go on.
+	var before int64
+	for i := 1; i <= 5; i++ {
+		select {
+		case <-retries:
+		case err := <-migrated:
+			t.Fatalf("migrate ended while the long transaction holds the table: %v", err)
+		case <-time.After(time.Minute):
+			t.Fatal("no retry within a minute")
+		}
+		if i == 1 {
+			before = pushes.Load()
+		}
+	}
+	if pushes.Load() == before {
+		t.Error("no push completed while the migration kept trying")
+	}
+	if err := long.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("migrate after the long transaction ended: %v", err)
+	}
+	close(stop)
+	if err := <-pushed; err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if res.Retries < 5 || !slices.Equal(res.Applied, []string{"9000_test_column"}) {
+		t.Errorf("result %+v, want at least 5 retries and 9000_test_column applied", res)
+	}
+	// Without lock_timeout the pushes would have waited behind the
+	// migration for as long as the long transaction lasted (seconds).
+	if d := time.Duration(slowest.Load()); d > lockTimeout+time.Second {
+		t.Errorf("a push waited %v, more than lock_timeout (%v) and a second", d, lockTimeout)
+	}
+	t.Logf("%d pushes, slowest %v, %d retries", pushes.Load(), time.Duration(slowest.Load()), res.Retries)
+}
+
+// A batched data migration runs chunk after chunk, each in a transaction
+// of its own, is recorded only when a chunk finds nothing left, and goes on
+// where an earlier run stopped.
+func TestBatchedMigrationResumes(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	table := pgstore.Migration{Version: "9000_test_table", SQL: `CREATE TABLE queen.test_rows (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false);
+		INSERT INTO queen.test_rows (id) SELECT generate_series(1, 2500);`}
+	batched := pgstore.Migration{Version: "9001_test_backfill", SQL: `-- queen:batched
+		UPDATE queen.test_rows SET done = true WHERE id IN (SELECT id FROM queen.test_rows WHERE NOT done ORDER BY id LIMIT 1000);`}
+	conn, err := pgx.Connect(ctx, e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := pgstore.MigrateWithExtra(ctx, conn, []pgstore.Migration{table}, pgstore.MigrateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier run did a first chunk and was cut off before the end.
+	if _, err := e.Pool.Exec(ctx, `UPDATE queen.test_rows SET done = true WHERE id <= 1000`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pgstore.MigrateWithExtra(ctx, conn, []pgstore.Migration{table, batched}, pgstore.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Chunks != 2 || !slices.Equal(res.Applied, []string{"9001_test_backfill"}) {
+		t.Errorf("result %+v, want the 1,500 rows left done in 2 chunks and the migration recorded", res)
+	}
+	if n := count(t, e, `SELECT count(*) FROM queen.test_rows WHERE NOT done`); n != 0 {
+		t.Errorf("%d rows left undone", n)
+	}
+	// Recorded: the next run does nothing.
+	if res, err := pgstore.MigrateWithExtra(ctx, conn, []pgstore.Migration{table, batched}, pgstore.MigrateOptions{}); err != nil ||
+		res.Chunks != 0 || len(res.Applied) != 0 {
+		t.Errorf("second run: %+v %v, want nothing to do", res, err)
 	}
 }

@@ -1,5 +1,11 @@
 package pgstore
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
 // TypedStatement is a typed statement as the external tests see it.
 type TypedStatement struct {
 	SQL             string
@@ -18,4 +24,10 @@ func TypedStatements() map[string]TypedStatement {
 		out[name] = t
 	}
 	return out
+}
+
+// MigrateWithExtra is MigrateWith with extra migrations after this
+// release's: the migrations a test writes to exercise the runner.
+func MigrateWithExtra(ctx context.Context, conn *pgx.Conn, extra []Migration, opt MigrateOptions) (MigrateResult, error) {
+	return migrate(ctx, conn, append(Migrations(), extra...), routinesSQL, opt.withDefaults())
 }

@@ -53,8 +53,8 @@ type Result struct {
 
 // Run applies the migrations and, when role is not empty, ensures the
 // application role. It is idempotent.
-func Run(ctx context.Context, conn *pgx.Conn, role string) (Result, error) {
-	mr, err := pgstore.Migrate(ctx, conn)
+func Run(ctx context.Context, conn *pgx.Conn, role string, opt pgstore.MigrateOptions) (Result, error) {
+	mr, err := pgstore.MigrateWith(ctx, conn, opt)
 	res := Result{MigrateResult: mr}
 	if err != nil {
 		return res, err
@@ -243,12 +243,15 @@ func (h *Handler) Invoke(ctx context.Context, raw json.RawMessage) (Response, er
 		return Response{}, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	res, err := Run(ctx, conn, h.AppRole)
+	res, err := Run(ctx, conn, h.AppRole, pgstore.MigrateOptions{OnRetry: func(step string, attempt int, err error) {
+		log.WarnContext(ctx, "migration step timed out waiting for a lock; trying again", "step", step, "attempt", attempt, "err", err)
+	}})
 	if err != nil {
 		log.ErrorContext(ctx, "provision failed", "err", err)
 		return Response{}, err
 	}
 	log.InfoContext(ctx, "provisioned", "applied", res.Applied, "routinesReplaced", res.RoutinesReplaced,
+		"lockRetries", res.Retries, "dataChunks", res.Chunks,
 		"role", res.Role, "roleCreated", res.RoleCreated, "rdsIam", res.RDSIAM)
 	if len(res.Ahead) > 0 {
 		log.WarnContext(ctx, "the database was migrated by a newer release (a rollback): nothing applied, routines left as they are",

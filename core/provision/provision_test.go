@@ -213,7 +213,7 @@ func TestRDSIAMGrant(t *testing.T) {
 	})
 	role := pgtest.NewRole(t, dbURL) // dropped first (LIFO), so rds_iam has no members left
 
-	res, err := provision.Run(ctx, conn, role)
+	res, err := provision.Run(ctx, conn, role, pgstore.MigrateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestRDSIAMGrant(t *testing.T) {
 		t.Errorf("%s is not a member of rds_iam (%v)", role, err)
 	}
 	// Again: nothing new.
-	res, err = provision.Run(ctx, conn, role)
+	res, err = provision.Run(ctx, conn, role, pgstore.MigrateOptions{})
 	if err != nil || res.RoleCreated || len(res.Applied) != 0 {
 		t.Errorf("second run %+v, %v", res, err)
 	}
