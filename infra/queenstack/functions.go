@@ -32,6 +32,8 @@ const (
 	EnvDefaultQueue        = config.EnvDefaultQueue
 	EnvDefaultPartition    = config.EnvDefaultPartition
 	EnvEventPartitionField = config.EnvEventPartitionField
+	EnvDefaultRetention    = config.EnvDefaultRetention
+	EnvDefaultCompleted    = config.EnvDefaultCompleted
 
 	// EnvEncryptionKeySecretARN is the ARN (never the value) of the payload key ring
 	// secret, which PayloadFunctions read with GetSecretValue the first time an
@@ -65,6 +67,11 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 		EnvDBSSLMode: DBSSLMode, // verify-full: see tls.go
 		EnvMaxWaitMS: strconv.FormatFloat(p.MaxWaitMS, 'f', -1, 64),
 		EnvLogLevel:  p.LogLevel,
+		// Every function applies the deployment's retention defaults (a push
+		// creates queues, configure and the listings echo options, the reaper
+		// applies retention).
+		EnvDefaultRetention: RetentionEnv(p.DefaultRetentionSeconds),
+		EnvDefaultCompleted: RetentionEnv(p.DefaultCompletedRetentionSeconds),
 	}
 	timeouts := map[string]float64{
 		"push": p.FunctionTimeoutSec, "pop": p.PopTimeoutSec, "ack": p.FunctionTimeoutSec,

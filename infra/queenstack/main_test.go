@@ -87,7 +87,8 @@ var (
 		return Props{AssetsDir: assetsDir, MigrationNonce: "nonce-1"}
 	}}
 	// custom: Aurora Serverless v2, JWT authorizer, no ingest queue, 5-minute reaper,
-	// RETAIN, custom thresholds, custom reserved concurrency, no nonce.
+	// RETAIN, custom thresholds, custom reserved concurrency, messages kept for ever
+	// but consumed ones an hour, no nonce.
 	custom = &variant{props: func() Props {
 		no := false
 		return Props{
@@ -102,6 +103,9 @@ var (
 			DLQDepthThreshold: 3,
 			GroupLagThreshold: 500,
 			LogRetentionDays:  90,
+
+			DefaultRetentionSeconds:          KeepForever,
+			DefaultCompletedRetentionSeconds: 3600,
 
 			PopReservedConcurrency:   Unreserved,
 			PushReservedConcurrency:  40,

@@ -64,10 +64,17 @@ const (
 	ReaperTickMarginSec = 10
 	// DefaultReaperBehindPasses is how many reaper periods in a row must each have
 	// only passes that ran out of time before the ReaperBehind alarm fires.
-	DefaultReaperBehindPasses   = 5
-	DefaultMigrateTimeoutSec    = 840
-	DefaultMaxWaitMS            = 20000 // config.DefaultMaxWaitLambda; a test holds them equal
-	DefaultLogLevel             = "info"
+	DefaultReaperBehindPasses = 5
+	DefaultMigrateTimeoutSec  = 840
+	DefaultMaxWaitMS          = 20000 // config.DefaultMaxWaitLambda; a test holds them equal
+	DefaultLogLevel           = "info"
+	// DefaultRetentionSeconds and DefaultCompletedRetentionSeconds are the functions'
+	// own defaults (core/config): a week, and none beyond it.
+	DefaultRetentionSeconds          = config.DefaultRetentionSeconds
+	DefaultCompletedRetentionSeconds = config.DefaultCompletedRetentionSeconds
+	// KeepForever in DefaultRetentionSeconds or DefaultCompletedRetentionSeconds
+	// keeps messages for ever (the variable's 0).
+	KeepForever                 = -1
 	DefaultLogRetentionDays     = 30
 	DefaultAuthorizer           = AuthorizerIAM
 	DefaultThrottleRateLimit    = 500
@@ -214,6 +221,21 @@ type Props struct {
 	MigrateTimeoutSec float64
 	// MaxWaitMS caps long-poll pops (QUEEN_MAX_WAIT_MS). Default 20000.
 	MaxWaitMS float64
+	// DefaultRetentionSeconds (QUEEN_DEFAULT_RETENTION_SECONDS) is how long a queue
+	// whose retentionSeconds is unset (0) or disabled keeps its messages, consumed
+	// or not; DefaultCompletedRetentionSeconds (QUEEN_DEFAULT_COMPLETED_RETENTION_
+	// SECONDS) likewise how long it keeps what every group has consumed. A queue's
+	// own setting wins. 0 means the default, KeepForever (-1) keeps for ever.
+	// Defaults 604,800 (7 days) and 0 (consumed messages stay until the 7 days are
+	// up). A default deployment must not fill its disk under its documented load:
+	// a week of it is ~212 GiB (see DBFreeStorageGiBThreshold), which the
+	// production profile's 400 GiB hold; and since retention removes a message
+	// whether or not it was consumed, consumers that are down for the whole week
+	// add nothing to it. Keeping consumed messages for the week costs no disk
+	// beyond that worst case, which must be provisioned anyway, and keeps replay
+	// (seek) and new groups reading from the start possible for a week.
+	DefaultRetentionSeconds          float64
+	DefaultCompletedRetentionSeconds float64
 	// LogLevel of the functions (QUEEN_LOG_LEVEL). Default "info".
 	LogLevel string
 	// LogRetentionDays for function and access logs; must be a CloudWatch retention
@@ -396,6 +418,8 @@ func (p Props) WithDefaults() Props {
 	num(&p.MigrateTimeoutSec, DefaultMigrateTimeoutSec)
 	num(&p.MaxWaitMS, DefaultMaxWaitMS)
 	str(&p.LogLevel, DefaultLogLevel)
+	num(&p.DefaultRetentionSeconds, DefaultRetentionSeconds)
+	num(&p.DefaultCompletedRetentionSeconds, DefaultCompletedRetentionSeconds)
 	num(&p.LogRetentionDays, DefaultLogRetentionDays)
 	if p.Authorizer == "" {
 		p.Authorizer = DefaultAuthorizer
@@ -483,6 +507,16 @@ func (p Props) LambdaQuotaNeeded() float64 {
 	return sum + LambdaMinUnreservedConcurrency
 }
 
+// RetentionEnv is the value of QUEEN_DEFAULT_RETENTION_SECONDS or
+// QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS for a retention prop (after
+// WithDefaults): its seconds, "0" for KeepForever.
+func RetentionEnv(seconds float64) string {
+	if seconds == KeepForever {
+		return "0"
+	}
+	return strconv.FormatFloat(seconds, 'f', -1, 64)
+}
+
 // retentionDays maps the retention periods CloudWatch Logs accepts, in days, to CDK's enum.
 var retentionDays = map[float64]awslogs.RetentionDays{
 	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS,
@@ -544,6 +578,14 @@ func (p Props) Validate() error {
 	}
 	if p.MigrateTimeoutSec < 60 || p.MigrateTimeoutSec > MaxMigrateTimeoutSec {
 		bad("migrateTimeoutSec %v: want 60..%d (the provider framework that invokes migrate stops at 900 s and needs a minute to report)", p.MigrateTimeoutSec, MaxMigrateTimeoutSec)
+	}
+	for _, r := range []struct {
+		key string
+		v   float64
+	}{{"defaultRetentionSeconds", p.DefaultRetentionSeconds}, {"defaultCompletedRetentionSeconds", p.DefaultCompletedRetentionSeconds}} {
+		if r.v < KeepForever || r.v != math.Trunc(r.v) {
+			bad("%s %v: want whole seconds, or %d to keep for ever", r.key, r.v, KeepForever)
+		}
 	}
 	if p.FunctionMemoryMB < 128 || p.FunctionMemoryMB > 10240 {
 		bad("functionMemoryMb %v: want 128..10240", p.FunctionMemoryMB)
@@ -714,6 +756,8 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("auroraMaxCapacity", &p.AuroraMaxCapacity)
 	num("functionMemoryMb", &p.FunctionMemoryMB)
 	str("logLevel", &p.LogLevel)
+	num("defaultRetentionSeconds", &p.DefaultRetentionSeconds)
+	num("defaultCompletedRetentionSeconds", &p.DefaultCompletedRetentionSeconds)
 	num("logRetentionDays", &p.LogRetentionDays)
 	if s, ok := get("authorizer"); ok {
 		p.Authorizer = Authorizer(strings.ToLower(s))

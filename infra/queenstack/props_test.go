@@ -65,6 +65,7 @@ func TestValidate(t *testing.T) {
 		"pop at gateway limit":   {func(p *Props) { p.PopTimeoutSec = 30 }, "popTimeoutSec"},
 		"reaper overlaps":        {func(p *Props) { p.ReaperTimeoutSec = 60 }, "reaperTimeoutSec"},
 		"fractional rate":        {func(p *Props) { p.ReaperRateMinutes = 1.5 }, "reaperRateMinutes"},
+		"retention below -1":     {func(p *Props) { p.DefaultRetentionSeconds = -2 }, "defaultRetentionSeconds"},
 		"no behind passes":       {func(p *Props) { p.ReaperBehindPasses = 0.5 }, "reaperBehindPasses"},
 		"behind past a day":      {func(p *Props) { p.ReaperRateMinutes, p.ReaperTimeoutSec, p.ReaperBehindPasses = 60, 900, 25 }, "reaperBehindPasses"},
 		"bad retention":          {func(p *Props) { p.LogRetentionDays = 31 }, "logRetentionDays"},

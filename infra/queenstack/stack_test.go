@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
+	"github.com/queen-serverless/queen/core/config"
 	routetable "github.com/queen-serverless/queen/core/routes"
 )
 
@@ -1487,4 +1488,38 @@ func TestMigrationTimeoutCoversRetriedLockWaits(t *testing.T) {
 			t.Errorf("migration ServiceTimeout %v, want at least %v", props(cr)["ServiceTimeout"], migrate+60)
 		}
 	})
+}
+
+// Every function gets the deployment's retention defaults, and reads them as the
+// props say (through core/config, as the functions do): a week and nothing more by
+// default; for ever and an hour for consumed messages in the custom variant.
+func TestRetentionDefaultsReachEveryFunction(t *testing.T) {
+	for name, want := range map[string][2]int{
+		"defaults": {7 * 24 * 3600, 0}, "production": {7 * 24 * 3600, 0}, "custom": {0, 3600},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := variants[name].get(t)
+			for fn, f := range s.stack.Functions {
+				vars, _ := path(props(s.resources("AWS::Lambda::Function")[s.id(f)]), "Environment", "Variables").(map[string]any)
+				if vars[EnvDefaultRetention] == nil || vars[EnvDefaultCompleted] == nil {
+					t.Errorf("%s: %s %v, %s %v", fn, EnvDefaultRetention, vars[EnvDefaultRetention], EnvDefaultCompleted, vars[EnvDefaultCompleted])
+					continue
+				}
+				c, err := config.FromEnv(func(k string) string {
+					if v, ok := vars[k]; ok {
+						return render(v)
+					}
+					return ""
+				})
+				if err != nil {
+					t.Errorf("%s: %v", fn, err)
+					continue
+				}
+				st := c.WithDefaults().Store(nil, nil)
+				if got := [2]int{st.DefaultRetentionSeconds, st.DefaultCompletedRetentionSeconds}; got != want {
+					t.Errorf("%s reads retention %v s and completed retention %v s (0: none), want %v", fn, got[0], got[1], want)
+				}
+			}
+		})
+	}
 }
