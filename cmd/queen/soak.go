@@ -30,7 +30,7 @@ func soakCmd(ctx context.Context, args []string, getenv func(string) string, out
 	fs.SetOutput(out)
 	d := fs.Duration("duration", 0, fmt.Sprintf("the steady phase (default %v; the short form: %v); also $SOAK_DURATION", soak.DefaultDuration, soak.ShortDuration))
 	seed := fs.Uint64("seed", 0, "seed of every random choice (0: from the clock); also $SOAK_SEED")
-	fraction := fs.Float64("fraction", 0, fmt.Sprintf("share of the measured P10 rate pushed steadily (default %v; the short form: %v)", soak.DefaultFraction, soak.ShortFraction))
+	fraction := fs.Float64("fraction", 0, fmt.Sprintf("share of the measured P10 rate pushed steadily (default %v; the short form caps it at %v msg/s)", soak.DefaultFraction, soak.ShortMaxRate))
 	rate := fs.Float64("rate", 0, "steady push rate in messages/s instead of a share of the measured P10 rate")
 	short := fs.Bool("short", false, "the short form make test runs: about two minutes, lower load, one long transaction; sizes and latencies reported, not enforced")
 	results := fs.String("out", soak.DefaultResultsDir, "folder for results.json, results.svg and the server's log")

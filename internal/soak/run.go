@@ -264,7 +264,7 @@ func (r *runner) sampleLoop(ctx context.Context, sz *sizer) {
 		}
 		s := r.sample(ctx, sz, lastAt)
 		queued := r.h.n.queued.Load()
-		if el := s.At.Sub(lastAt).Seconds(); el > 0 {
+		if el := s.At.Sub(lastAt).Seconds(); k > 0 && el > 0 {
 			s.PushRate = float64(queued-lastQueued) / el
 		}
 		lastQueued, lastAt = queued, s.At

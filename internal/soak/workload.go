@@ -32,8 +32,8 @@ const (
 	// Outcomes of a first delivery, in percent: failed, then retry; the
 	// rest completed. A redelivered message completes; a poison message
 	// fails every time.
-	failedPercent = 3
-	retryPercent  = 2
+	failedPercent = 1
+	retryPercent  = 1
 	// samplePeriod is how often a producer's answer may become a sample
 	// of the transactionIds to repeat.
 	samplePeriod = 100 * time.Millisecond
