@@ -35,6 +35,10 @@ const (
 	MetricProxyClientConnections = "ClientConnections"
 )
 
+// MaxAlarms bounds the stack's alarms: docs/aws.md prices CloudWatch for fewer than
+// 30 ($0.10 each a month) rather than a count that goes stale.
+const MaxAlarms = 30
+
 // servingFunctions are every function but migrate: they wait for the migration, and
 // their errors and throttles raise alarms (a failed migrate fails the deploy instead).
 var servingFunctions = []string{"push", "pop", "ack", "dlq", "admin", "reaper"}

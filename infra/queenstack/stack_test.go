@@ -1523,3 +1523,15 @@ func TestRetentionDefaultsReachEveryFunction(t *testing.T) {
 		})
 	}
 }
+
+// The cost model counts fewer than MaxAlarms alarms; the test fails before the docs
+// go wrong.
+func TestAlarmsWithinTheCostModel(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		n := len(s.resources("AWS::CloudWatch::Alarm"))
+		if n >= MaxAlarms || n != len(s.stack.Alarms) {
+			t.Errorf("%d alarms (Stack.Alarms: %d), docs/aws.md prices fewer than %d", n, len(s.stack.Alarms), MaxAlarms)
+		}
+		t.Logf("%d alarms", n)
+	})
+}
