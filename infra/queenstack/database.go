@@ -31,9 +31,12 @@ func newDatabase(s awscdk.Stack, p Props, n *Network, key awskms.IKey) *Database
 			// A reader in the same tier as the writer scales with it, so it can
 			// take over at once.
 			readers = &[]awsrds.IClusterInstance{awsrds.ClusterInstance_ServerlessV2(jsii.String("reader"), &awsrds.ServerlessV2ClusterInstanceProps{
-				PubliclyAccessible:      jsii.Bool(false),
-				AutoMinorVersionUpgrade: jsii.Bool(true),
-				ScaleWithWriter:         jsii.Bool(true),
+				PubliclyAccessible:              jsii.Bool(false),
+				AutoMinorVersionUpgrade:         jsii.Bool(true),
+				ScaleWithWriter:                 jsii.Bool(true),
+				EnablePerformanceInsights:       jsii.Bool(true),
+				PerformanceInsightEncryptionKey: key,
+				PerformanceInsightRetention:     awsrds.PerformanceInsightRetention_DEFAULT,
 			})}
 		}
 		c := awsrds.NewDatabaseCluster(s, jsii.String("Database"), &awsrds.DatabaseClusterProps{
@@ -43,6 +46,11 @@ func newDatabase(s awscdk.Stack, p Props, n *Network, key awskms.IKey) *Database
 			Writer: awsrds.ClusterInstance_ServerlessV2(jsii.String("writer"), &awsrds.ServerlessV2ClusterInstanceProps{
 				PubliclyAccessible:      jsii.Bool(false),
 				AutoMinorVersionUpgrade: jsii.Bool(true),
+				// The cluster's Performance Insights, said again so that CDK
+				// sees the instances agree.
+				EnablePerformanceInsights:       jsii.Bool(true),
+				PerformanceInsightEncryptionKey: key,
+				PerformanceInsightRetention:     awsrds.PerformanceInsightRetention_DEFAULT,
 			}),
 			Readers:                         readers,
 			CloudwatchLogsExports:           jsii.Strings(DatabaseLogExports(EngineAurora)...),

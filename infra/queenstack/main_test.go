@@ -62,6 +62,8 @@ type synthesized struct {
 	// nag is every unsuppressed cdk-nag finding (AwsSolutions and Serverless packs),
 	// as "<construct path>: <rule>: <message>".
 	nag []string
+	// warnings are CDK's own warning and error annotations (not cdk-nag's).
+	warnings []string
 }
 
 // variant synthesizes props once per test binary and shares the result.
@@ -163,6 +165,8 @@ func synth(p Props) (s *synthesized, err error) {
 			text := fmt.Sprint(m.Entry.Data)
 			if isNagFinding(text) {
 				out.nag = append(out.nag, *m.Id+": "+text)
+			} else {
+				out.warnings = append(out.warnings, *m.Id+": "+text)
 			}
 		}
 	}

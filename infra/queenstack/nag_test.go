@@ -22,6 +22,16 @@ func TestCdkNag(t *testing.T) {
 	})
 }
 
+// CDK itself has nothing to warn about in any variant (a warning names a setting that
+// does not do what the stack means, e.g. Performance Insights the instances disagree on).
+func TestNoCDKWarnings(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		for _, w := range s.warnings {
+			t.Errorf("CDK: %s", w)
+		}
+	})
+}
+
 // The stack checks itself: `cdk synth` (and so `cdk deploy`) of an app holding it fails
 // on a cdk-nag error, with cdk.json's feature flags, without anything the tests add.
 func TestCdkNagFailsTheSynth(t *testing.T) {

@@ -1428,6 +1428,11 @@ func TestDatabaseLogsAndPerformanceInsights(t *testing.T) {
 		if on != true || getAtt(keyRef, "Arn") != key || days != 7.0 {
 			t.Errorf("Performance Insights %v, key %s, %v days; want on, the stack's key, 7 days (free)", on, toJSON(t, keyRef), days)
 		}
+		for id, inst := range s.resources("AWS::RDS::DBInstance") {
+			if ip := props(inst); ip["EnablePerformanceInsights"] != true || getAtt(ip["PerformanceInsightsKMSKeyId"], "Arn") != key {
+				t.Errorf("instance %s: Performance Insights %v, key %s", id, ip["EnablePerformanceInsights"], toJSON(t, ip["PerformanceInsightsKMSKeyId"]))
+			}
+		}
 
 		// Per exported log: create the group encrypted (unless RDS did), associate the
 		// key, set the retention, each after the database exists.
