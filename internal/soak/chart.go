@@ -101,12 +101,24 @@ func sizeSeries(samples []Sample) []series {
 	return out
 }
 
+// latencySeries leaves out intervals without requests (NaN: no point).
 func latencySeries(samples []Sample) []series {
 	var out []series
 	for i, op := range opNames {
-		out = append(out,
-			series{name: op + " p99", color: palette[i], y: pick(samples, func(s Sample) float64 { return s.Latency[op].P99MS })},
-			series{name: op + " p50", color: palette[i], dashed: true, y: pick(samples, func(s Sample) float64 { return s.Latency[op].P50MS })})
+		q := func(p99 bool) func(Sample) float64 {
+			return func(s Sample) float64 {
+				switch l := s.Latency[op]; {
+				case l.N == 0:
+					return math.NaN()
+				case p99:
+					return l.P99MS
+				default:
+					return l.P50MS
+				}
+			}
+		}
+		out = append(out, series{name: op + " p99", color: palette[i], y: pick(samples, q(true))},
+			series{name: op + " p50", color: palette[i], dashed: true, y: pick(samples, q(false))})
 	}
 	return out
 }
@@ -125,7 +137,9 @@ func panel(b *strings.Builder, title string, lines []series, xs []float64, xmax 
 	ymax := 0.0
 	for _, l := range lines {
 		for _, y := range l.y {
-			ymax = max(ymax, y)
+			if !math.IsNaN(y) {
+				ymax = max(ymax, y)
+			}
 		}
 	}
 	ymax = niceCeil(ymax)
@@ -150,7 +164,7 @@ func panel(b *strings.Builder, title string, lines []series, xs []float64, xmax 
 	for i, l := range lines {
 		var pts []string
 		for j, y := range l.y {
-			if j < len(xs) {
+			if j < len(xs) && !math.IsNaN(y) {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(xs[j]), py(y)))
 			}
 		}
