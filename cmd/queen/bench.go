@@ -2,23 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"runtime/pprof"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/internal/bench"
-	"github.com/queen-serverless/queen/internal/pgcluster"
 )
 
 // benchCmd runs the benchmark in a database of its own: on $DATABASE_URL's
@@ -51,54 +42,12 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, ou
 		cfg.Only = strings.Split(*only, ",")
 	}
 
-	admin := getenv("DATABASE_URL")
-	if admin == "" {
-		fmt.Fprintln(out, "starting a throwaway PostgreSQL cluster (durable: fsync on) for the benchmark…")
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Durable: true})
-		if err != nil {
-			return err
-		}
-		defer cluster.Stop() //nolint:errcheck // best effort on the way out
-		admin = cluster.URL("postgres")
-	}
-	name := "queen_bench_" + randomHex(6)
-	dbURL, err := withDatabase(admin, name)
+	dbURL, cleanup, err := scratchDatabase(ctx, getenv("DATABASE_URL"), "bench", out)
+	defer cleanup()
 	if err != nil {
-		return err
-	}
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return fmt.Errorf("bench: connect: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("bench: create database %s (the benchmark needs a database of its own): %w", name, err)
-	}
-	defer func() {
-		dropCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(dropCtx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}()
-	if _, err := pgstore.MigrateURL(ctx, dbURL); err != nil {
 		return err
 	}
 	cfg.URL = dbURL
 	_, err = bench.Run(ctx, cfg)
 	return err
-}
-
-// withDatabase returns the URL of database name on the server of url.
-func withDatabase(raw, name string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", errors.New("bench: DATABASE_URL must be a postgres:// URL")
-	}
-	u.Path = "/" + name
-	return u.String(), nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -9,12 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/queen-serverless/queen/core/pgstore"
-	"github.com/queen-serverless/queen/internal/pgcluster"
 	"github.com/queen-serverless/queen/internal/soak"
 )
 
@@ -64,35 +59,9 @@ func soakCmd(ctx context.Context, args []string, getenv func(string) string, out
 	defer serverLog.Close()
 	cfg.ServerLog = serverLog
 
-	admin := getenv("DATABASE_URL")
-	if admin == "" {
-		fmt.Fprintln(out, "starting a throwaway PostgreSQL cluster (durable: fsync on) for the soak…")
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Durable: true})
-		if err != nil {
-			return err
-		}
-		defer cluster.Stop() //nolint:errcheck // best effort on the way out
-		admin = cluster.URL("postgres")
-	}
-	name := "queen_soak_" + randomHex(6)
-	dbURL, err := withDatabase(admin, name)
+	dbURL, cleanup, err := scratchDatabase(ctx, getenv("DATABASE_URL"), "soak", out)
+	defer cleanup()
 	if err != nil {
-		return err
-	}
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return fmt.Errorf("soak: connect: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("soak: create database %s (the soak needs a database of its own): %w", name, err)
-	}
-	defer func() {
-		dropCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(dropCtx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}()
-	if _, err := pgstore.MigrateURL(ctx, dbURL); err != nil {
 		return err
 	}
 	cfg.URL = dbURL
