@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // The checker is the oracle of the chaos run: each test gives it a small
@@ -25,8 +27,8 @@ const fxPID = "pid-0"
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, cfg: Config{LeaseTime: 3, RetryLimit: 2}, h: newHistory(),
 		now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	f.st = &finalState{parts: map[string]*finalPartition{fxPID: {id: fxPID, name: "p00", last: -1, log: map[int64]wireMessage{}}},
-		lag: map[string]int64{queueModeGroup: 0}, dlq: map[gaddr]wireDeadLetter{}}
+	f.st = &finalState{parts: map[string]*finalPartition{fxPID: {id: fxPID, name: "p00", last: -1, log: map[int64]loadcheck.Message{}}},
+		lag: map[string]int64{queueModeGroup: 0}, dlq: map[gaddr]loadcheck.DeadLetter{}}
 	return f
 }
 
@@ -44,7 +46,7 @@ func (f *fixture) push(n int) {
 		payload := json.RawMessage(fmt.Sprintf(`{"n":%d}`, off))
 		it := &pushItem{tx: tx, partition: "p00", payload: payload, known: true, pid: fxPID, off: off}
 		f.h.items[tx], f.h.byAddr[addr{fxPID, off}] = it, it
-		p.log[off] = wireMessage{TransactionID: tx, PartitionID: fxPID, Partition: "p00", Offset: off, Data: payload}
+		p.log[off] = loadcheck.Message{TransactionID: tx, PartitionID: fxPID, Partition: "p00", Offset: off, Data: payload}
 		p.last = off
 	}
 }
@@ -77,13 +79,13 @@ func (f *fixture) ack(p *pop, statuses ...string) *ackCall {
 			d.errText = "boom"
 		}
 	}
-	want, shift, err := modelAck(f.cfg, pt)
+	want, shift, err := loadcheck.ModelAck(partitionAck(f.cfg, pt))
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	a := &ackCall{attempts: 1, outcome: ackApplied, first: true, sent: f.tick(), back: f.tick()}
 	for i, w := range want {
-		r := wireAckResult{Index: i, TransactionID: pt.msgs[i].tx, PartitionID: fxPID, Success: w.Success, Result: w.Result,
+		r := loadcheck.AckResult{Index: i, TransactionID: pt.msgs[i].tx, PartitionID: fxPID, Success: w.Success, Result: w.Result,
 			LeaseReleased: w.LeaseReleased, DLQ: w.DLQ}
 		c := w.Committed + shift
 		r.Committed = &c
@@ -98,16 +100,16 @@ func (f *fixture) ack(p *pop, statuses ...string) *ackCall {
 }
 
 func (f *fixture) deadLetter(off int64) {
-	f.st.dlq[gaddr{queueModeGroup, addr{fxPID, off}}] = wireDeadLetter{PartitionID: fxPID, Offset: off, ConsumerGroup: queueModeGroup}
+	f.st.dlq[gaddr{queueModeGroup, addr{fxPID, off}}] = loadcheck.DeadLetter{PartitionID: fxPID, Offset: off, ConsumerGroup: queueModeGroup}
 }
 
 // expect runs the checker and compares the counts by kind.
 func (f *fixture) expect(want map[string]int) {
 	f.t.Helper()
 	f.h.check(f.st, f.cfg, []string{queueModeGroup})
-	for _, k := range []string{kindLost, kindGap, kindOrder, kindOther} {
-		if got := f.h.v.count(k); got != want[k] {
-			f.t.Errorf("%s: %d, want %d\n%s", k, got, want[k], strings.Join(f.h.v.describe(), "\n"))
+	for _, k := range []string{loadcheck.KindLost, loadcheck.KindGap, loadcheck.KindOrder, loadcheck.KindOther} {
+		if got := f.h.v.Count(k); got != want[k] {
+			f.t.Errorf("%s: %d, want %d\n%s", k, got, want[k], strings.Join(f.h.v.Describe(), "\n"))
 		}
 	}
 }
@@ -139,7 +141,7 @@ func TestCheckLostPush(t *testing.T) {
 	// A push answered 201 at offset 5, which the log does not hold.
 	it := &pushItem{tx: "tx-5", partition: "p00", payload: json.RawMessage(`{"n":5}`), known: true, pid: fxPID, off: 5}
 	f.h.items["tx-5"] = it
-	f.expect(map[string]int{kindLost: 1})
+	f.expect(map[string]int{loadcheck.KindLost: 1})
 }
 
 func TestCheckGap(t *testing.T) {
@@ -149,7 +151,7 @@ func TestCheckGap(t *testing.T) {
 	delete(f.st.parts[fxPID].log, 5) // offsets 0-4 and 6: 5 is missing
 	f.ack(f.pop(0, 6), "completed")
 	// The gap, and the push answered 201 at offset 5 is gone too.
-	f.expect(map[string]int{kindGap: 1, kindLost: 1})
+	f.expect(map[string]int{loadcheck.KindGap: 1, loadcheck.KindLost: 1})
 }
 
 func TestCheckFirstDeliveriesOutOfOrder(t *testing.T) {
@@ -159,7 +161,7 @@ func TestCheckFirstDeliveriesOutOfOrder(t *testing.T) {
 	f.pop(0, 0).abandoned = true
 	f.ack(f.pop(0, 0, 1, 2), "completed", "completed", "completed")
 	// Offset 0 was first delivered after offsets 1 and 2.
-	f.expect(map[string]int{kindOrder: 1})
+	f.expect(map[string]int{loadcheck.KindOrder: 1})
 }
 
 func TestCheckUndoneAck(t *testing.T) {
@@ -167,14 +169,14 @@ func TestCheckUndoneAck(t *testing.T) {
 	f.push(3)
 	f.ack(f.pop(0, 0, 1), "completed", "completed") // committed 1
 	f.ack(f.pop(0, 1, 2), "completed", "completed") // offset 1 again
-	f.expect(map[string]int{kindLost: 1})
+	f.expect(map[string]int{loadcheck.KindLost: 1})
 }
 
 func TestCheckNeverDelivered(t *testing.T) {
 	f := newFixture(t)
 	f.push(3)
 	f.ack(f.pop(0, 0, 1), "completed", "completed")
-	f.expect(map[string]int{kindLost: 1}) // offset 2 never reached the group
+	f.expect(map[string]int{loadcheck.KindLost: 1}) // offset 2 never reached the group
 
 	f = newFixture(t)
 	f.push(3)
@@ -189,14 +191,14 @@ func TestCheckAckResultNotTheModels(t *testing.T) {
 	a := f.ack(f.pop(0, 0, 1, 2), "completed", "failed", "completed")
 	c := int64(2) // the model commits 0 and redelivers 1
 	a.results[2].Committed = &c
-	f.expect(map[string]int{kindOther: 1})
+	f.expect(map[string]int{loadcheck.KindOther: 1})
 }
 
 func TestCheckDeadLetterMissing(t *testing.T) {
 	f := newFixture(t)
 	f.push(1)
 	f.ack(f.pop(0, 0), "dlq") // answered dead-lettered, but the DLQ is empty
-	f.expect(map[string]int{kindLost: 1})
+	f.expect(map[string]int{loadcheck.KindLost: 1})
 }
 
 func TestCheckOldAck(t *testing.T) {
@@ -225,7 +227,7 @@ func TestCheckOldAck(t *testing.T) {
 	f = newFixture(t)
 	f.push(2)
 	noOp(f.ack(f.pop(0, 0, 1), "completed", "completed"), 1)
-	f.expect(map[string]int{kindOther: 1})
+	f.expect(map[string]int{loadcheck.KindOther: 1})
 
 	// A first attempt answered once the lease may have expired: right.
 	f = newFixture(t)
@@ -242,7 +244,7 @@ func TestCheckOldAck(t *testing.T) {
 	a = f.ack(p, "completed", "completed", "completed")
 	a.first, a.attempts = false, 2
 	noOp(a, 1)
-	f.expect(map[string]int{kindOther: 1})
+	f.expect(map[string]int{loadcheck.KindOther: 1})
 }
 
 func TestCheckLeaseTiming(t *testing.T) {
@@ -252,25 +254,25 @@ func TestCheckLeaseTiming(t *testing.T) {
 	p.ack = &ackCall{attempts: 1, outcome: ackRejected, first: true, sent: f.tick(), back: f.tick()}
 	f.ack(f.pop(0, 0), "completed")
 	// Refused 20 ms into a 3 s lease.
-	f.expect(map[string]int{kindOther: 1})
+	f.expect(map[string]int{loadcheck.KindOther: 1})
 }
 
 func TestCheckPushAnswers(t *testing.T) {
 	h := newHistory()
 	items := []*pushItem{{tx: "a", partition: "p"}, {tx: "b", partition: "p"}}
 	h.sendPush(items)
-	h.pushed(items, []wirePushResult{
+	h.pushed(items, []loadcheck.PushResult{
 		{Index: 0, TransactionID: "a", Status: "queued", PartitionID: "x", Offset: 0, Partition: "p"},
 		{Index: 1, TransactionID: "b", Status: "duplicate", PartitionID: "x", Offset: 7, Partition: "p"},
 	}, 2)
-	if h.v.count(kindOther) != 1 {
-		t.Errorf("a retried push answered in part duplicate: %v", h.v.describe())
+	if h.v.Count(loadcheck.KindOther) != 1 {
+		t.Errorf("a retried push answered in part duplicate: %v", h.v.Describe())
 	}
 	h = newHistory()
 	h.sendPush(items[:1])
-	h.pushed(items[:1], []wirePushResult{{Index: 0, TransactionID: "a", Status: "duplicate", PartitionID: "x", Partition: "p"}}, 1)
-	if h.v.count(kindOther) != 1 {
-		t.Errorf("a fresh push answered duplicate: %v", h.v.describe())
+	h.pushed(items[:1], []loadcheck.PushResult{{Index: 0, TransactionID: "a", Status: "duplicate", PartitionID: "x", Partition: "p"}}, 1)
+	if h.v.Count(loadcheck.KindOther) != 1 {
+		t.Errorf("a fresh push answered duplicate: %v", h.v.Describe())
 	}
 }
 
@@ -286,7 +288,7 @@ func TestCheckCursorBack(t *testing.T) {
 		a.results[i].Committed = &c
 	}
 	// The cursor went back, and the results are not the model's.
-	f.expect(map[string]int{kindLost: 1, kindOther: 1})
+	f.expect(map[string]int{loadcheck.KindLost: 1, loadcheck.KindOther: 1})
 }
 
 func TestCheckCommittedAndDeadLettered(t *testing.T) {
@@ -294,5 +296,5 @@ func TestCheckCommittedAndDeadLettered(t *testing.T) {
 	f.push(1)
 	f.ack(f.pop(0, 0), "completed")
 	f.deadLetter(0)
-	f.expect(map[string]int{kindOther: 1})
+	f.expect(map[string]int{loadcheck.KindOther: 1})
 }

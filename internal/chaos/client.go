@@ -1,14 +1,11 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"time"
+
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // call is one HTTP request the workload made.
@@ -71,74 +68,22 @@ func (r *recorder) snapshot() []call {
 
 // client talks to `queen serve` and records every call.
 type client struct {
-	base string
-	http *http.Client
+	http *loadcheck.Client
 	rec  *recorder
 }
 
 func newClient(base string, timeout time.Duration) *client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 200
-	tr.MaxIdleConnsPerHost = 200
-	return &client{base: base, http: &http.Client{Transport: tr, Timeout: timeout}, rec: &recorder{}}
-}
-
-// reply is one answer: status 0 when none came (the error says why).
-type reply struct {
-	status int
-	body   []byte
-	err    error
-	sent   time.Time
-	at     time.Time
+	return &client{http: loadcheck.NewClient(base, timeout, 200), rec: &recorder{}}
 }
 
 // do sends one request (body marshalled as JSON unless nil) and records it
-// under op. Only a cancelled ctx keeps a call out of the record.
-func (c *client) do(ctx context.Context, op, method, path string, body any) reply {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return reply{err: err}
-		}
-		rd = bytes.NewReader(b)
+// under op. Only a cancelled ctx, or a request that could not be built,
+// keeps a call out of the record.
+func (c *client) do(ctx context.Context, op, method, path string, body any) loadcheck.Reply {
+	r := c.http.Do(ctx, method, path, body)
+	if r.Sent.IsZero() || ctx.Err() != nil && r.Status == 0 {
+		return r // never sent, or our own shutdown: not the server's doing
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return reply{err: err}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	r := reply{sent: time.Now()}
-	resp, err := c.http.Do(req)
-	if err == nil {
-		r.body, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil {
-			r.status = resp.StatusCode
-		}
-	}
-	r.at, r.err = time.Now(), err
-	if ctx.Err() != nil && r.status == 0 {
-		return r // our own shutdown, not the server's doing
-	}
-	c.rec.add(call{op: op, start: r.sent, end: r.at, status: r.status})
+	c.rec.add(call{op: op, start: r.Sent, end: r.Back, status: r.Status})
 	return r
-}
-
-// decode unmarshals a reply's body.
-func (r reply) decode(v any) error {
-	if err := json.Unmarshal(r.body, v); err != nil {
-		return fmt.Errorf("decode %d reply %.200q: %w", r.status, r.body, err)
-	}
-	return nil
-}
-
-// String describes a reply for a message.
-func (r reply) String() string {
-	if r.status == 0 {
-		return fmt.Sprintf("no answer (%v)", r.err)
-	}
-	return fmt.Sprintf("%d %.300s", r.status, bytes.TrimSpace(r.body))
 }

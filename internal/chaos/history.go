@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // queueName is the queue every run uses.
@@ -85,7 +87,7 @@ type ackCall struct {
 	// of this call was applied before it.
 	first      bool
 	sent, back time.Time // of the definitive attempt
-	results    []wireAckResult
+	results    []loadcheck.AckResult
 }
 
 // history is what the clients saw: every push, pop and ack and its answer.
@@ -94,7 +96,7 @@ type history struct {
 	items  map[string]*pushItem // by transactionId: every item ever sent
 	byAddr map[addr]*pushItem   // the items a 201 placed
 	pops   []*pop
-	v      violations
+	v      loadcheck.Violations
 	stats  stats
 }
 
@@ -111,64 +113,6 @@ func newHistory() *history {
 		stats: stats{sent: map[string]int{}, results: map[string]int{}}}
 }
 
-// Kinds of violation: the summary line counts the first three.
-const (
-	kindLost  = "lost"  // something acknowledged is gone: a push, an ack's commit or dead letter
-	kindGap   = "gap"   // an offset missing from a partition's log
-	kindOrder = "order" // first deliveries out of offset order
-	kindOther = "other" // any other broken promise (status codes, model mismatches, …)
-)
-
-// violations counts broken promises by kind and keeps the first few
-// descriptions of each.
-type violations struct {
-	mu     sync.Mutex
-	counts map[string]int
-	shown  map[string][]string
-}
-
-const shownPerKind = 15
-
-func (v *violations) add(kind, format string, args ...any) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.counts == nil {
-		v.counts, v.shown = map[string]int{}, map[string][]string{}
-	}
-	v.counts[kind]++
-	if len(v.shown[kind]) < shownPerKind {
-		v.shown[kind] = append(v.shown[kind], fmt.Sprintf(format, args...))
-	}
-}
-
-func (v *violations) count(kind string) int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.counts[kind]
-}
-
-// describe lists the violations kept, by kind.
-func (v *violations) describe() []string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	kinds := make([]string, 0, len(v.counts))
-	for k := range v.counts {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	var out []string
-	for _, k := range kinds {
-		out = append(out, fmt.Sprintf("%s: %d", k, v.counts[k]))
-		for _, s := range v.shown[k] {
-			out = append(out, "  "+s)
-		}
-		if n := v.counts[k] - len(v.shown[k]); n > 0 {
-			out = append(out, fmt.Sprintf("  … and %d more", n))
-		}
-	}
-	return out
-}
-
 // sendPush registers the items of a push about to be sent.
 func (h *history) sendPush(items []*pushItem) {
 	h.mu.Lock()
@@ -182,19 +126,19 @@ func (h *history) sendPush(items []*pushItem) {
 // fresh item must come back "queued" at its first attempt; after attempts
 // whose outcome is unknown all must be queued (none of them was written)
 // or all duplicates (one of them was): a push is all or nothing.
-func (h *history) pushed(items []*pushItem, res []wirePushResult, attempt int) {
+func (h *history) pushed(items []*pushItem, res []loadcheck.PushResult, attempt int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.stats.pushCalls++
 	if len(res) != len(items) {
-		h.v.add(kindOther, "a push of %d items got %d results", len(items), len(res))
+		h.v.Add(loadcheck.KindOther, "a push of %d items got %d results", len(items), len(res))
 		return
 	}
 	dups := 0
 	for i, it := range items {
 		r := res[i]
 		if r.Index != i || r.TransactionID != it.tx || r.Partition != it.partition {
-			h.v.add(kindOther, "push result %d %+v does not describe item %s/%s", i, r, it.partition, it.tx)
+			h.v.Add(loadcheck.KindOther, "push result %d %+v does not describe item %s/%s", i, r, it.partition, it.tx)
 			continue
 		}
 		switch r.Status {
@@ -204,21 +148,21 @@ func (h *history) pushed(items []*pushItem, res []wirePushResult, attempt int) {
 			dups++
 			h.stats.retriedDuplicates++
 		default:
-			h.v.add(kindOther, "push of %s/%s: status %q", it.partition, it.tx, r.Status)
+			h.v.Add(loadcheck.KindOther, "push of %s/%s: status %q", it.partition, it.tx, r.Status)
 			continue
 		}
 		a := addr{r.PartitionID, r.Offset}
 		if other, ok := h.byAddr[a]; ok && other != it {
-			h.v.add(kindOther, "offset %d of %s given to two pushes: %s and %s", r.Offset, it.partition, other.tx, it.tx)
+			h.v.Add(loadcheck.KindOther, "offset %d of %s given to two pushes: %s and %s", r.Offset, it.partition, other.tx, it.tx)
 		}
 		it.known, it.pid, it.off = true, r.PartitionID, r.Offset
 		h.byAddr[a] = it
 	}
 	switch {
 	case dups > 0 && attempt == 1:
-		h.v.add(kindOther, "a first push of fresh transactionIds came back with %d duplicates", dups)
+		h.v.Add(loadcheck.KindOther, "a first push of fresh transactionIds came back with %d duplicates", dups)
 	case dups > 0 && dups < len(items):
-		h.v.add(kindOther, "a retried push came back %d duplicates of %d items: the earlier attempt was applied in part", dups, len(items))
+		h.v.Add(loadcheck.KindOther, "a retried push came back %d duplicates of %d items: the earlier attempt was applied in part", dups, len(items))
 	}
 }
 
@@ -230,33 +174,33 @@ func (h *history) gaveUp(items []*pushItem) {
 }
 
 // recordPop records a pop that delivered messages and returns it.
-func (h *history) recordPop(group, consumer string, r reply, res wirePop, batch, partitions int) *pop {
-	p := &pop{group: group, consumer: consumer, sent: r.sent, back: r.at}
+func (h *history) recordPop(group, consumer string, r loadcheck.Reply, res loadcheck.Pop, batch, partitions int) *pop {
+	p := &pop{group: group, consumer: consumer, sent: r.Sent, back: r.Back}
 	if res.LeaseID == nil || *res.LeaseID == "" {
-		h.v.add(kindOther, "%s: pop delivered %d messages without a lease", consumer, len(res.Messages))
+		h.v.Add(loadcheck.KindOther, "%s: pop delivered %d messages without a lease", consumer, len(res.Messages))
 	} else {
 		p.leaseID = *res.LeaseID
 	}
 	if len(res.Messages) > batch {
-		h.v.add(kindOther, "%s: pop with batch %d delivered %d messages", consumer, batch, len(res.Messages))
+		h.v.Add(loadcheck.KindOther, "%s: pop with batch %d delivered %d messages", consumer, batch, len(res.Messages))
 	}
 	seen := map[string]bool{}
 	var cur *popPart
 	for _, m := range res.Messages {
 		if cur == nil || cur.pid != m.PartitionID {
 			if seen[m.PartitionID] {
-				h.v.add(kindOrder, "%s: pop delivered partition %s in two runs", consumer, m.Partition)
+				h.v.Add(loadcheck.KindOrder, "%s: pop delivered partition %s in two runs", consumer, m.Partition)
 			}
 			seen[m.PartitionID] = true
 			cur = &popPart{pop: p, pid: m.PartitionID, name: m.Partition}
 			p.parts = append(p.parts, cur)
 		} else if last := cur.msgs[len(cur.msgs)-1].off; m.Offset != last+1 {
-			h.v.add(kindOrder, "%s: pop delivered offsets %d then %d of %s", consumer, last, m.Offset, m.Partition)
+			h.v.Add(loadcheck.KindOrder, "%s: pop delivered offsets %d then %d of %s", consumer, last, m.Offset, m.Partition)
 		}
 		cur.msgs = append(cur.msgs, &delivery{off: m.Offset, tx: m.TransactionID, data: m.Data, retryCount: m.RetryCount})
 	}
 	if len(p.parts) > partitions {
-		h.v.add(kindOther, "%s: pop with partitions=%d delivered %d partitions", consumer, partitions, len(p.parts))
+		h.v.Add(loadcheck.KindOther, "%s: pop with partitions=%d delivered %d partitions", consumer, partitions, len(p.parts))
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

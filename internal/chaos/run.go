@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/queen-serverless/queen/internal/loadcheck"
 	"github.com/queen-serverless/queen/internal/pgbouncer"
 	"github.com/queen-serverless/queen/internal/pgcluster"
 )
@@ -188,7 +189,7 @@ func waitHealthy(ctx context.Context, base string, done <-chan struct{}, serveEr
 	c := newClient(base, 5*time.Second)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if r := c.do(ctx, "health", "GET", "/health", nil); r.status == 200 {
+		if r := c.do(ctx, "health", "GET", "/health", nil); r.Status == 200 {
 			return nil
 		}
 		select {
@@ -209,7 +210,7 @@ func (e *env) run(ctx context.Context) (*Report, error) {
 	cfg := e.cfg
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	opts := map[string]any{"queue": queueName, "options": map[string]any{"leaseTime": cfg.LeaseTime, "retryLimit": cfg.RetryLimit}}
-	if r := e.client.do(ctx, "configure", "POST", "/api/v1/configure", opts); r.status != 200 {
+	if r := e.client.do(ctx, "configure", "POST", "/api/v1/configure", opts); r.Status != 200 {
 		return nil, fmt.Errorf("configure: %s", r)
 	}
 
@@ -273,20 +274,20 @@ func (e *env) run(ctx context.Context) (*Report, error) {
 	rep.tally(calls, faults)
 	for _, c := range calls {
 		if c.status >= 500 && c.status != 503 {
-			h.v.add(kindOther, "%s answered %d", c.op, c.status)
+			h.v.Add(loadcheck.KindOther, "%s answered %d", c.op, c.status)
 		}
 	}
 	for i, f := range faults {
 		if f.err != nil {
-			h.v.add(kindOther, "fault %d (%s): %v", i+1, f.kind, f.err)
+			h.v.Add(loadcheck.KindOther, "fault %d (%s): %v", i+1, f.kind, f.err)
 		}
 		if f.recovered.IsZero() {
-			h.v.add(kindOther, "fault %d (%s): no request succeeded within %v after it", i+1, f.kind, cfg.RecoveryTimeout)
+			h.v.Add(loadcheck.KindOther, "fault %d (%s): no request succeeded within %v after it", i+1, f.kind, cfg.RecoveryTimeout)
 			rep.MaxRecovery = max(rep.MaxRecovery, cfg.RecoveryTimeout)
 		}
 	}
-	rep.Lost, rep.Gaps, rep.Order, rep.Other = h.v.count(kindLost), h.v.count(kindGap), h.v.count(kindOrder), h.v.count(kindOther)
-	rep.Violations = h.v.describe()
+	rep.Lost, rep.Gaps, rep.Order, rep.Other = h.v.Count(loadcheck.KindLost), h.v.Count(loadcheck.KindGap), h.v.Count(loadcheck.KindOrder), h.v.Count(loadcheck.KindOther)
+	rep.Violations = h.v.Describe()
 	var logged int
 	for _, p := range st.parts {
 		logged += len(p.log)

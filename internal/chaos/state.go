@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // finalState is what the server shows after the drain, read through the
@@ -12,26 +14,26 @@ import (
 type finalState struct {
 	parts  map[string]*finalPartition // by id
 	lag    map[string]int64           // by group
-	dlq    map[gaddr]wireDeadLetter
+	dlq    map[gaddr]loadcheck.DeadLetter
 	dlqDup int // dead letters listed twice for the same group and message
 }
 
 type finalPartition struct {
 	id, name string
 	last     int64
-	log      map[int64]wireMessage
+	log      map[int64]loadcheck.Message
 }
 
 // read fetches one JSON reply, retrying a few times: the faults are over,
 // but a pooled connection may still be a dead one.
 func (c *client) read(ctx context.Context, path string, v any) error {
-	var r reply
+	var r loadcheck.Reply
 	for attempt := 1; attempt <= 5; attempt++ {
 		r = c.do(ctx, "read", "GET", path, nil)
-		if r.status == 200 {
-			return r.decode(v)
+		if r.Status == 200 {
+			return r.Decode(v)
 		}
-		if r.status != 0 && r.status < 500 {
+		if r.Status != 0 && r.Status < 500 {
 			break
 		}
 	}
@@ -39,8 +41,8 @@ func (c *client) read(ctx context.Context, path string, v any) error {
 }
 
 // queueState reads the queue's partitions and groups.
-func (c *client) queueState(ctx context.Context) (wireQueue, error) {
-	var q wireQueue
+func (c *client) queueState(ctx context.Context) (loadcheck.Queue, error) {
+	var q loadcheck.Queue
 	err := c.read(ctx, "/api/v1/resources/queues/"+queueName, &q)
 	return q, err
 }
@@ -52,18 +54,18 @@ func readFinalState(ctx context.Context, c *client) (*finalState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &finalState{parts: map[string]*finalPartition{}, lag: map[string]int64{}, dlq: map[gaddr]wireDeadLetter{}}
+	st := &finalState{parts: map[string]*finalPartition{}, lag: map[string]int64{}, dlq: map[gaddr]loadcheck.DeadLetter{}}
 	for _, g := range q.Groups {
 		st.lag[g.Group] = g.Lag
 	}
 	const page = 1000
 	for _, p := range q.Partitions {
-		fp := &finalPartition{id: p.ID, name: p.Name, last: p.LastOffset, log: map[int64]wireMessage{}}
+		fp := &finalPartition{id: p.ID, name: p.Name, last: p.LastOffset, log: map[int64]loadcheck.Message{}}
 		st.parts[p.ID] = fp
 		for from := int64(0); from <= p.LastOffset; {
 			v := url.Values{"queue": {queueName}, "partition": {p.Name}, "fromOffset": {strconv.FormatInt(from, 10)},
 				"limit": {strconv.Itoa(page)}}
-			var b wireBrowse
+			var b loadcheck.Browse
 			if err := c.read(ctx, "/api/v1/messages?"+v.Encode(), &b); err != nil {
 				return nil, err
 			}
@@ -83,7 +85,7 @@ func readFinalState(ctx context.Context, c *client) (*finalState, error) {
 	}
 	for offset := 0; ; offset += page {
 		v := url.Values{"queue": {queueName}, "limit": {strconv.Itoa(page)}, "offset": {strconv.Itoa(offset)}}
-		var d wireDLQPage
+		var d loadcheck.DLQPage
 		if err := c.read(ctx, "/api/v1/dlq?"+v.Encode(), &d); err != nil {
 			return nil, err
 		}

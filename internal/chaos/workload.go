@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // workload is the producers and consumers of a run.
@@ -69,30 +71,30 @@ func (w *workload) produce(ctx context.Context, id int, rng *rand.Rand) {
 		n := 1 + rng.IntN(8)
 		items := make([]*pushItem, n)
 		body := struct {
-			Items []wirePushItem `json:"items"`
-		}{Items: make([]wirePushItem, n)}
+			Items []loadcheck.PushItem `json:"items"`
+		}{Items: make([]loadcheck.PushItem, n)}
 		for k := range items {
 			tx := fmt.Sprintf("c%d-%d", id, seq)
 			payload, _ := json.Marshal(map[string]any{"producer": id, "seq": seq, "tx": tx})
 			seq++
 			items[k] = &pushItem{tx: tx, partition: partitionName(rng.IntN(w.cfg.Partitions)), payload: payload}
-			body.Items[k] = wirePushItem{Queue: queueName, Partition: items[k].partition, Payload: payload, TransactionID: tx}
+			body.Items[k] = loadcheck.PushItem{Queue: queueName, Partition: items[k].partition, Payload: payload, TransactionID: tx}
 		}
 		w.h.sendPush(items)
 		for attempt := 1; ; attempt++ {
 			r := w.c.do(ctx, "push", "POST", "/api/v1/push", body)
-			if r.status == 201 {
-				var res []wirePushResult
-				if err := r.decode(&res); err != nil {
-					w.h.v.add(kindOther, "push: %v", err)
+			if r.Status == 201 {
+				var res []loadcheck.PushResult
+				if err := r.Decode(&res); err != nil {
+					w.h.v.Add(loadcheck.KindOther, "push: %v", err)
 				} else {
 					w.h.pushed(items, res, attempt)
 				}
 				break
 			}
-			if r.status != 0 && r.status < 500 {
+			if r.Status != 0 && r.Status < 500 {
 				// Refused: nothing was written, and a valid push must not be.
-				w.h.v.add(kindOther, "push of %d valid items refused: %s", n, r)
+				w.h.v.Add(loadcheck.KindOther, "push of %d valid items refused: %s", n, r)
 				break
 			}
 			if ctx.Err() != nil {
@@ -128,24 +130,24 @@ func (w *workload) consume(ctx context.Context, group string, idx int, rng *rand
 		}
 		r := w.c.do(ctx, "pop", "GET", "/api/v1/pop/queue/"+queueName+"?"+q.Encode(), nil)
 		switch {
-		case r.status == 204:
+		case r.Status == 204:
 			failures = 0
 			continue
-		case r.status == 200:
+		case r.Status == 200:
 			failures = 0
-		case r.status == 0 || r.status >= 500:
+		case r.Status == 0 || r.Status >= 500:
 			failures++
 			pause(ctx, backoff(failures, rng))
 			continue
 		default:
-			w.h.v.add(kindOther, "%s: pop refused: %s", worker, r)
+			w.h.v.Add(loadcheck.KindOther, "%s: pop refused: %s", worker, r)
 			failures++
 			pause(ctx, backoff(failures, rng))
 			continue
 		}
-		var res wirePop
-		if err := r.decode(&res); err != nil || len(res.Messages) == 0 {
-			w.h.v.add(kindOther, "%s: pop answered 200 without messages (%v): %s", worker, err, r)
+		var res loadcheck.Pop
+		if err := r.Decode(&res); err != nil || len(res.Messages) == 0 {
+			w.h.v.Add(loadcheck.KindOther, "%s: pop answered 200 without messages (%v): %s", worker, err, r)
 			continue
 		}
 		p := w.h.recordPop(name, worker, r, res, batch, parts)
@@ -187,10 +189,10 @@ func (w *workload) chooseOutcomes(p *pop, rng *rand.Rand) {
 // while the lease may still be live. A resent ack whose earlier attempt
 // was applied finds its messages committed or its lease released.
 func (w *workload) ack(ctx context.Context, group string, p *pop, rng *rand.Rand) *ackCall {
-	body := wireAckBatch{ConsumerGroup: group}
+	body := loadcheck.AckBatch{ConsumerGroup: group}
 	for _, pt := range p.parts {
 		for _, d := range pt.msgs {
-			body.Acknowledgments = append(body.Acknowledgments, wireAck{TransactionID: d.tx, PartitionID: pt.pid,
+			body.Acknowledgments = append(body.Acknowledgments, loadcheck.Ack{TransactionID: d.tx, PartitionID: pt.pid,
 				Status: d.status, LeaseID: p.leaseID, Error: d.errText})
 		}
 	}
@@ -200,29 +202,29 @@ func (w *workload) ack(ctx context.Context, group string, p *pop, rng *rand.Rand
 		a.attempts++
 		r := w.c.do(ctx, "ack", "POST", "/api/v1/ack/batch", body)
 		switch {
-		case r.status == 200:
-			if err := r.decode(&a.results); err != nil {
-				w.h.v.add(kindOther, "%s: ack: %v", p.consumer, err)
+		case r.Status == 200:
+			if err := r.Decode(&a.results); err != nil {
+				w.h.v.Add(loadcheck.KindOther, "%s: ack: %v", p.consumer, err)
 				return a
 			}
 			if len(a.results) != len(body.Acknowledgments) {
-				w.h.v.add(kindOther, "%s: ack of %d items got %d results", p.consumer, len(body.Acknowledgments), len(a.results))
+				w.h.v.Add(loadcheck.KindOther, "%s: ack of %d items got %d results", p.consumer, len(body.Acknowledgments), len(a.results))
 				return a
 			}
 			a.outcome = ackApplied
-		case r.status == 409:
+		case r.Status == 409:
 			a.outcome = ackRejected
-		case r.status == 0 || r.status >= 500:
+		case r.Status == 0 || r.Status >= 500:
 			if time.Now().Before(leaseEnd) && ctx.Err() == nil {
 				pause(ctx, backoff(a.attempts, rng))
 				continue
 			}
 			return a
 		default:
-			w.h.v.add(kindOther, "%s: ack refused: %s", p.consumer, r)
+			w.h.v.Add(loadcheck.KindOther, "%s: ack refused: %s", p.consumer, r)
 			return a
 		}
-		a.first, a.sent, a.back = a.attempts == 1, r.sent, r.at
+		a.first, a.sent, a.back = a.attempts == 1, r.Sent, r.Back
 		return a
 	}
 }

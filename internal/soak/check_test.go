@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 func TestHistQuantiles(t *testing.T) {
@@ -58,17 +59,17 @@ func (f *checkFixture) push(n int) {
 // pop delivers offsets, the pop sent and answered at the given time.
 func (f *checkFixture) pop(at time.Time, offsets ...int64) *popRecord {
 	lease := "lease"
-	res := wirePop{LeaseID: &lease}
+	res := loadcheck.Pop{LeaseID: &lease}
 	for _, off := range offsets {
-		res.Messages = append(res.Messages, wireMessage{TransactionID: "tx" + string(rune('a'+off)), PartitionID: "pid",
+		res.Messages = append(res.Messages, loadcheck.Message{TransactionID: "tx" + string(rune('a'+off)), PartitionID: "pid",
 			Partition: f.p.name, Offset: off, Data: payload(uint64(off+1), f.p.name)})
 	}
-	return f.h.popped("g", res, reply{status: 200, sent: at, back: at})
+	return f.h.popped("g", res, loadcheck.Reply{Status: 200, Sent: at, Back: at})
 }
 
 func (f *checkFixture) final(at time.Time, last int64) {
 	f.h.final(&finalState{at: at, last: map[string]int64{f.p.name: last}, lag: map[string]int64{"g": 0},
-		log: map[string]map[int64]wireMessage{}, from: map[string]int64{f.p.name: last + 1}, dlq: map[deadAddr]bool{}})
+		log: map[string]map[int64]loadcheck.Message{}, from: map[string]int64{f.p.name: last + 1}, dlq: map[deadAddr]bool{}})
 }
 
 // A pop that passes over offsets is a loss unless retention may have
@@ -79,8 +80,8 @@ func TestSkippedOffsetsAreLostUnlessPastRetention(t *testing.T) {
 	f.pop(f.t0.Add(10*time.Second), 0)
 	f.pop(f.t0.Add(20*time.Second), 2, 3) // offset 1 (sent at 1 s) passed over 19 s later
 	f.final(f.t0.Add(time.Hour), 3)
-	if f.h.v.count(kindLost) != 1 || !strings.Contains(strings.Join(f.h.v.describe(), "\n"), "offset 1 never delivered") {
-		t.Errorf("violations %v, want offset 1 lost", f.h.v.describe())
+	if f.h.v.Count(loadcheck.KindLost) != 1 || !strings.Contains(strings.Join(f.h.v.Describe(), "\n"), "offset 1 never delivered") {
+		t.Errorf("violations %v, want offset 1 lost", f.h.v.Describe())
 	}
 
 	f = newCheckFixture()
@@ -88,8 +89,8 @@ func TestSkippedOffsetsAreLostUnlessPastRetention(t *testing.T) {
 	f.pop(f.t0.Add(10*time.Second), 0)
 	f.pop(f.t0.Add(61*time.Second), 2, 3) // 60 s after offset 1 was pushed: retention may have removed it
 	f.final(f.t0.Add(time.Hour), 3)
-	if len(f.h.v.describe()) != 0 || f.h.n.expired.Load() != 1 {
-		t.Errorf("violations %v, expired %d; want none and one expired", f.h.v.describe(), f.h.n.expired.Load())
+	if len(f.h.v.Describe()) != 0 || f.h.n.expired.Load() != 1 {
+		t.Errorf("violations %v, expired %d; want none and one expired", f.h.v.Describe(), f.h.n.expired.Load())
 	}
 }
 
@@ -101,15 +102,15 @@ func TestAckUndone(t *testing.T) {
 	pr := f.pop(f.t0.Add(5*time.Second), 0, 1)
 	pr.parts[0].msgs[0].status, pr.parts[0].msgs[1].status = "completed", "completed"
 	one := int64(1)
-	f.h.acked(pr, ackCall{r: reply{status: 200, sent: f.t0.Add(6 * time.Second), back: f.t0.Add(6 * time.Second)},
-		results: []wireAckResult{{Success: true, Result: "committed", Offset: new(int64(0)), Committed: &one, LeaseReleased: true},
+	f.h.acked(pr, ackCall{r: loadcheck.Reply{Status: 200, Sent: f.t0.Add(6 * time.Second), Back: f.t0.Add(6 * time.Second)},
+		results: []loadcheck.AckResult{{Success: true, Result: "committed", Offset: new(int64(0)), Committed: &one, LeaseReleased: true},
 			{Success: true, Result: "committed", Offset: new(int64(1)), Committed: &one, LeaseReleased: true}}})
-	if d := f.h.v.describe(); len(d) != 0 {
+	if d := f.h.v.Describe(); len(d) != 0 {
 		t.Fatalf("violations after a right ack: %v", d)
 	}
 	f.pop(f.t0.Add(7*time.Second), 1, 2)
-	if f.h.v.count(kindLost) != 1 {
-		t.Errorf("violations %v, want offset 1 delivered again after committed 1", f.h.v.describe())
+	if f.h.v.Count(loadcheck.KindLost) != 1 {
+		t.Errorf("violations %v, want offset 1 delivered again after committed 1", f.h.v.Describe())
 	}
 }
 
@@ -119,18 +120,18 @@ func TestDedupAnswers(t *testing.T) {
 	f := newCheckFixture()
 	orig := sample{part: f.p, tx: "soak-1", pid: "pid", off: 0, sent: f.t0, back: f.t0}
 	items := []*sentItem{{part: f.p, key: 1, tx: "soak-1"}, {part: f.p, key: 2, tx: "soak-1", kind: itemRepeat, orig: orig}}
-	f.h.pushed(items, []wirePushResult{
+	f.h.pushed(items, []loadcheck.PushResult{
 		{Index: 0, TransactionID: "soak-1", Status: "queued", PartitionID: "pid", Offset: 0, Partition: f.p.name},
 		{Index: 1, TransactionID: "soak-1", Status: "duplicate", PartitionID: "pid", Offset: 0, Partition: f.p.name},
-	}, reply{status: 201, sent: f.t0, back: f.t0})
-	if d := f.h.v.describe(); len(d) != 0 {
+	}, loadcheck.Reply{Status: 201, Sent: f.t0, Back: f.t0})
+	if d := f.h.v.Describe(); len(d) != 0 {
 		t.Fatalf("violations after right answers: %v", d)
 	}
 	items = []*sentItem{{part: f.p, key: 3, tx: "soak-1", kind: itemRepeat, orig: orig}}
-	f.h.pushed(items, []wirePushResult{{Index: 0, TransactionID: "soak-1", Status: "queued", PartitionID: "pid", Offset: 1, Partition: f.p.name}},
-		reply{status: 201, sent: f.t0.Add(time.Second), back: f.t0.Add(time.Second)})
-	if f.h.v.count(kindDedup) != 1 {
-		t.Errorf("violations %v, want a repeat inside the window answered queued", f.h.v.describe())
+	f.h.pushed(items, []loadcheck.PushResult{{Index: 0, TransactionID: "soak-1", Status: "queued", PartitionID: "pid", Offset: 1, Partition: f.p.name}},
+		loadcheck.Reply{Status: 201, Sent: f.t0.Add(time.Second), Back: f.t0.Add(time.Second)})
+	if f.h.v.Count(kindDedup) != 1 {
+		t.Errorf("violations %v, want a repeat inside the window answered queued", f.h.v.Describe())
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // clockSlack absorbs the difference between when the database stamped a
@@ -100,9 +102,13 @@ type history struct {
 	deadMu sync.Mutex
 	dead   map[deadAddr]bool // dead letters ack results reported
 
-	v violations
+	v loadcheck.Violations
 	n counters
 }
+
+// kindDedup is the kind of violation, beside loadcheck's, of a repeat
+// inside the dedup window accepted, or one past it refused.
+const kindDedup = "dedup"
 
 type deadAddr struct {
 	group, pid string
@@ -179,24 +185,24 @@ type sentItem struct {
 }
 
 // pushed checks a push's 201 results and records the messages placed.
-func (h *history) pushed(items []*sentItem, res []wirePushResult, r reply) {
+func (h *history) pushed(items []*sentItem, res []loadcheck.PushResult, r loadcheck.Reply) {
 	h.n.pushes.Add(1)
 	if len(res) != len(items) {
-		h.v.add(kindOther, "a push of %d items got %d results", len(items), len(res))
+		h.v.Add(loadcheck.KindOther, "a push of %d items got %d results", len(items), len(res))
 		return
 	}
 	for i, it := range items {
 		got := res[i]
 		if got.Index != i || got.Partition != it.part.name || (it.tx != "" && got.TransactionID != it.tx) || got.TransactionID == "" {
-			h.v.add(kindOther, "push result %d %+v does not describe item %s/%q", i, got, it.part.name, it.tx)
+			h.v.Add(loadcheck.KindOther, "push result %d %+v does not describe item %s/%q", i, got, it.part.name, it.tx)
 			continue
 		}
 		switch it.kind {
 		case itemRepeat:
 			h.n.dupAsked.Add(1)
 			if got.Status != "duplicate" || got.Offset != it.orig.off || got.PartitionID != it.orig.pid {
-				h.v.add(kindDedup, "%s/%s pushed again %v after it was answered at offset %d: %s at offset %d",
-					it.part.name, it.tx, r.sent.Sub(it.orig.sent).Round(time.Millisecond), it.orig.off, got.Status, got.Offset)
+				h.v.Add(kindDedup, "%s/%s pushed again %v after it was answered at offset %d: %s at offset %d",
+					it.part.name, it.tx, r.Sent.Sub(it.orig.sent).Round(time.Millisecond), it.orig.off, got.Status, got.Offset)
 				continue
 			}
 			h.n.dupGot.Add(1)
@@ -204,19 +210,19 @@ func (h *history) pushed(items []*sentItem, res []wirePushResult, r reply) {
 		case itemLate:
 			h.n.lateAsked.Add(1)
 			if got.Status != "queued" {
-				h.v.add(kindDedup, "%s/%s pushed again %v after its push was answered (window %v): %s, not queued",
-					it.part.name, it.tx, r.sent.Sub(it.orig.back).Round(time.Millisecond), h.cfg.DedupWindow, got.Status)
+				h.v.Add(kindDedup, "%s/%s pushed again %v after its push was answered (window %v): %s, not queued",
+					it.part.name, it.tx, r.Sent.Sub(it.orig.back).Round(time.Millisecond), h.cfg.DedupWindow, got.Status)
 				continue
 			}
 			h.n.lateQueued.Add(1)
 		default:
 			if got.Status != "queued" {
-				h.v.add(kindOther, "a fresh item %s/%s came back %q", it.part.name, got.TransactionID, got.Status)
+				h.v.Add(loadcheck.KindOther, "a fresh item %s/%s came back %q", it.part.name, got.TransactionID, got.Status)
 				continue
 			}
 		}
 		h.n.queued.Add(1)
-		h.place(it.part, got.PartitionID, got.Offset, rec{key: it.key, tx: hashTx(got.TransactionID), sent: r.sent.UnixNano()})
+		h.place(it.part, got.PartitionID, got.Offset, rec{key: it.key, tx: hashTx(got.TransactionID), sent: r.Sent.UnixNano()})
 	}
 }
 
@@ -227,14 +233,14 @@ func (h *history) place(p *partState, pid string, off int64, m rec) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if off < 0 {
-		h.v.add(kindOther, "%s: a push was answered with offset %d", p.name, off)
+		h.v.Add(loadcheck.KindOther, "%s: a push was answered with offset %d", p.name, off)
 		return
 	}
 	for int64(len(p.recs)) <= off {
 		p.recs = append(p.recs, rec{})
 	}
 	if p.recs[off].key != 0 {
-		h.v.add(kindOther, "%s: offset %d given to two pushes (keys %d and %d)", p.name, off, p.recs[off].key, m.key)
+		h.v.Add(loadcheck.KindOther, "%s: offset %d given to two pushes (keys %d and %d)", p.name, off, p.recs[off].key, m.key)
 		return
 	}
 	p.recs[off] = m
@@ -245,7 +251,7 @@ func (h *history) place(p *partState, pid string, off int64, m rec) {
 			continue
 		}
 		if e.key != m.key || e.tx != m.tx {
-			h.v.add(kindOther, "group %s %s: offset %d was delivered as key %d, its push was answered with key %d",
+			h.v.Add(loadcheck.KindOther, "group %s %s: offset %d was delivered as key %d, its push was answered with key %d",
 				e.group, p.name, off, e.key, m.key)
 		}
 	}
@@ -256,14 +262,14 @@ func (h *history) learnID(p *partState, pid string) {
 	h.idMu.Lock()
 	defer h.idMu.Unlock()
 	if q, ok := h.byID[pid]; ok && q != p {
-		h.v.add(kindOther, "partition id %s names %s and %s", pid, q.name, p.name)
+		h.v.Add(loadcheck.KindOther, "partition id %s names %s and %s", pid, q.name, p.name)
 		return
 	}
 	h.byID[pid] = p
 	if p.id == "" {
 		p.id = pid
 	} else if p.id != pid {
-		h.v.add(kindOther, "%s has two ids: %s and %s", p.name, p.id, pid)
+		h.v.Add(loadcheck.KindOther, "%s has two ids: %s and %s", p.name, p.id, pid)
 	}
 }
 
@@ -288,7 +294,7 @@ type popPart struct {
 type popRecord struct {
 	group   string
 	leaseID string
-	r       reply
+	r       loadcheck.Reply
 	parts   []*popPart
 }
 
@@ -296,12 +302,12 @@ type popRecord struct {
 // at or below a cursor an ack answered before the pop was sent, first
 // deliveries in offset order (a run of offsets passed over is kept for the
 // end), retryCount within retryLimit.
-func (h *history) popped(group string, res wirePop, r reply) *popRecord {
+func (h *history) popped(group string, res loadcheck.Pop, r loadcheck.Reply) *popRecord {
 	h.n.pops.Add(1)
 	gi := h.groupIndex(group)
 	pr := &popRecord{group: group, r: r}
 	if res.LeaseID == nil || *res.LeaseID == "" {
-		h.v.add(kindOther, "group %s: a pop delivered %d messages without a lease", group, len(res.Messages))
+		h.v.Add(loadcheck.KindOther, "group %s: a pop delivered %d messages without a lease", group, len(res.Messages))
 	} else {
 		pr.leaseID = *res.LeaseID
 	}
@@ -309,19 +315,19 @@ func (h *history) popped(group string, res wirePop, r reply) *popRecord {
 	for _, m := range res.Messages {
 		p := h.byName[m.Partition]
 		if p == nil {
-			h.v.add(kindOther, "group %s: a pop delivered partition %q, which nobody pushed to", group, m.Partition)
+			h.v.Add(loadcheck.KindOther, "group %s: a pop delivered partition %q, which nobody pushed to", group, m.Partition)
 			continue
 		}
 		if cur == nil || cur.part != p {
 			for _, q := range pr.parts {
 				if q.part == p {
-					h.v.add(kindOrder, "group %s: a pop delivered partition %s in two runs", group, p.name)
+					h.v.Add(loadcheck.KindOrder, "group %s: a pop delivered partition %s in two runs", group, p.name)
 				}
 			}
 			cur = &popPart{part: p, pid: m.PartitionID}
 			pr.parts = append(pr.parts, cur)
 		} else if last := cur.msgs[len(cur.msgs)-1].off; m.Offset != last+1 {
-			h.v.add(kindOrder, "group %s: a pop delivered offsets %d then %d of %s", group, last, m.Offset, p.name)
+			h.v.Add(loadcheck.KindOrder, "group %s: a pop delivered offsets %d then %d of %s", group, last, m.Offset, p.name)
 		}
 		cur.msgs = append(cur.msgs, &delivery{off: m.Offset, tx: m.TransactionID, key: payloadKey(m.Data), retryCount: m.RetryCount})
 		h.learnID(p, m.PartitionID)
@@ -333,29 +339,29 @@ func (h *history) popped(group string, res wirePop, r reply) *popRecord {
 	return pr
 }
 
-func (h *history) checkDelivered(group string, gi int, pt *popPart, r reply) {
+func (h *history) checkDelivered(group string, gi int, pt *popPart, r loadcheck.Reply) {
 	p := pt.part
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cs := &p.groups[gi]
-	floor := cs.floor(r.sent)
+	floor := cs.floor(r.Sent)
 	for _, d := range pt.msgs {
 		txh := hashTx(d.tx)
 		switch {
 		case d.off < int64(len(p.recs)) && p.recs[d.off].key != 0:
 			if m := p.recs[d.off]; m.key != d.key || m.tx != txh {
-				h.v.add(kindOther, "group %s %s: offset %d delivered as key %d (%s), its push was answered with key %d",
+				h.v.Add(loadcheck.KindOther, "group %s %s: offset %d delivered as key %d (%s), its push was answered with key %d",
 					group, p.name, d.off, d.key, d.tx, m.key)
 			}
 		default:
 			p.early = append(p.early, early{group: group, off: d.off, key: d.key, tx: txh})
 		}
 		if d.off <= floor {
-			h.v.add(kindLost, "group %s %s: offset %d delivered again after an ack answered committed %d",
+			h.v.Add(loadcheck.KindLost, "group %s %s: offset %d delivered again after an ack answered committed %d",
 				group, p.name, d.off, floor)
 		}
 		if d.retryCount > h.cfg.RetryLimit {
-			h.v.add(kindOther, "group %s %s: offset %d delivered with retryCount %d > retryLimit %d",
+			h.v.Add(loadcheck.KindOther, "group %s %s: offset %d delivered with retryCount %d > retryLimit %d",
 				group, p.name, d.off, d.retryCount, h.cfg.RetryLimit)
 		}
 		if d.off <= cs.maxSeen {
@@ -363,7 +369,7 @@ func (h *history) checkDelivered(group string, gi int, pt *popPart, r reply) {
 			continue
 		}
 		if d.off > cs.maxSeen+1 {
-			cs.skips = append(cs.skips, skip{from: cs.maxSeen + 1, to: d.off - 1, at: r.back})
+			cs.skips = append(cs.skips, skip{from: cs.maxSeen + 1, to: d.off - 1, at: r.Back})
 		}
 		cs.maxSeen = d.off
 	}
@@ -381,8 +387,8 @@ func (h *history) mayBeExpired(p *partState, off int64, t time.Time) bool {
 
 // ackCall is the batch ack of one pop.
 type ackCall struct {
-	r       reply
-	results []wireAckResult
+	r       loadcheck.Reply
+	results []loadcheck.AckResult
 }
 
 // acked checks an ack's answer: success for every item, per-item results
@@ -396,7 +402,7 @@ func (h *history) acked(pr *popRecord, a ackCall) {
 	mayBeExpired := func() bool {
 		for _, pt := range pr.parts {
 			pt.part.mu.Lock()
-			gone := h.mayBeExpired(pt.part, pt.msgs[0].off, a.r.back)
+			gone := h.mayBeExpired(pt.part, pt.msgs[0].off, a.r.Back)
 			pt.part.mu.Unlock()
 			if gone {
 				return true
@@ -405,17 +411,17 @@ func (h *history) acked(pr *popRecord, a ackCall) {
 		return false
 	}
 	switch {
-	case a.r.status == 200:
-	case a.r.status == 409 && !a.r.back.Before(pr.r.sent.Add(time.Duration(h.cfg.LeaseTime)*time.Second-clockSlack)):
+	case a.r.Status == 200:
+	case a.r.Status == 409 && !a.r.Back.Before(pr.r.Sent.Add(time.Duration(h.cfg.LeaseTime)*time.Second-clockSlack)):
 		h.n.ackExcused.Add(1)
 		return
-	case (a.r.status == 404 || a.r.status == 409) && mayBeExpired():
+	case (a.r.Status == 404 || a.r.Status == 409) && mayBeExpired():
 		h.n.ackExcused.Add(1)
 		return
 	default:
 		h.n.ackRefused.Add(1)
-		h.v.add(kindOther, "group %s: an ack of %d partitions sent %v after its pop: %s", pr.group, len(pr.parts),
-			a.r.sent.Sub(pr.r.back).Round(time.Millisecond), a.r)
+		h.v.Add(loadcheck.KindOther, "group %s: an ack of %d partitions sent %v after its pop: %s", pr.group, len(pr.parts),
+			a.r.Sent.Sub(pr.r.Back).Round(time.Millisecond), a.r)
 		return
 	}
 	i := 0
@@ -426,13 +432,13 @@ func (h *history) acked(pr *popRecord, a ackCall) {
 	}
 }
 
-func (h *history) checkAcked(pr *popRecord, gi int, pt *popPart, a ackCall, got []wireAckResult) {
+func (h *history) checkAcked(pr *popRecord, gi int, pt *popPart, a ackCall, got []loadcheck.AckResult) {
 	p := pt.part
 	committed := int64(-1)
 	for j, res := range got {
 		d := pt.msgs[j]
 		if !res.Success {
-			h.v.add(kindOther, "group %s %s: the ack of offset %d answered 200 without success: %+v", pr.group, p.name, d.off, res)
+			h.v.Add(loadcheck.KindOther, "group %s %s: the ack of offset %d answered 200 without success: %+v", pr.group, p.name, d.off, res)
 		}
 		if res.Committed != nil {
 			committed = max(committed, *res.Committed)
@@ -454,18 +460,18 @@ func (h *history) checkAcked(pr *popRecord, gi int, pt *popPart, a ackCall, got 
 	}
 	p.mu.Lock()
 	cs := &p.groups[gi]
-	if f := cs.floor(a.r.sent); committed < f {
-		h.v.add(kindLost, "group %s %s: an ack answered committed %d after an earlier ack answered %d",
+	if f := cs.floor(a.r.Sent); committed < f {
+		h.v.Add(loadcheck.KindLost, "group %s %s: an ack answered committed %d after an earlier ack answered %d",
 			pr.group, p.name, committed, f)
 	}
-	cs.report(a.r.back, committed)
-	gone := h.mayBeExpired(p, pt.msgs[0].off, a.r.back)
+	cs.report(a.r.Back, committed)
+	gone := h.mayBeExpired(p, pt.msgs[0].off, a.r.Back)
 	p.mu.Unlock()
 	if gone {
 		return // retention may have removed messages under the lease: the model would not know
 	}
 	if msg := modelCheck(h.cfg, pr, pt, got); msg != "" {
-		h.v.add(kindOther, "group %s %s: %s", pr.group, p.name, msg)
+		h.v.Add(loadcheck.KindOther, "group %s %s: %s", pr.group, p.name, msg)
 	}
 }
 
@@ -499,9 +505,9 @@ func (h *history) final(st *finalState) {
 		lag, ok := st.lag[g]
 		switch {
 		case !ok:
-			h.v.add(kindOther, "group %s does not read the queue", g)
+			h.v.Add(loadcheck.KindOther, "group %s does not read the queue", g)
 		case lag != 0:
-			h.v.add(kindOther, "not drained: group %s still has lag %d", g, lag)
+			h.v.Add(loadcheck.KindOther, "not drained: group %s still has lag %d", g, lag)
 		}
 	}
 	for _, p := range h.parts {
@@ -509,7 +515,7 @@ func (h *history) final(st *finalState) {
 	}
 	for a := range h.dead {
 		if !st.dlq[a] {
-			h.v.add(kindLost, "group %s: the ack of offset %d of %s answered dead-lettered, but the DLQ does not hold it",
+			h.v.Add(loadcheck.KindLost, "group %s: the ack of offset %d of %s answered dead-lettered, but the DLQ does not hold it",
 				a.group, a.off, a.pid)
 		}
 	}
@@ -521,20 +527,20 @@ func (h *history) finalPartition(st *finalState, p *partState) {
 	last, ok := st.last[p.name]
 	if !ok {
 		if len(p.recs) > 0 {
-			h.v.add(kindLost, "%s: %d offsets were answered, but the queue has no such partition", p.name, len(p.recs))
+			h.v.Add(loadcheck.KindLost, "%s: %d offsets were answered, but the queue has no such partition", p.name, len(p.recs))
 		}
 		return
 	}
 	for off := int64(0); off <= last; off++ {
 		if off >= int64(len(p.recs)) || p.recs[off].key == 0 {
-			h.v.add(kindGap, "%s: offset %d (last %d) was answered to no push", p.name, off, last)
+			h.v.Add(loadcheck.KindGap, "%s: offset %d (last %d) was answered to no push", p.name, off, last)
 		}
 	}
 	if n := int64(len(p.recs)); n-1 > last {
-		h.v.add(kindLost, "%s: offset %d was answered, but the last offset is %d", p.name, n-1, last)
+		h.v.Add(loadcheck.KindLost, "%s: offset %d was answered, but the last offset is %d", p.name, n-1, last)
 	}
 	for _, e := range p.early {
-		h.v.add(kindOther, "group %s %s: offset %d was delivered, and no push was answered with it", e.group, p.name, e.off)
+		h.v.Add(loadcheck.KindOther, "group %s %s: offset %d was delivered, and no push was answered with it", e.group, p.name, e.off)
 	}
 	msgs := st.log[p.name]
 	for off, m := range msgs {
@@ -542,7 +548,7 @@ func (h *history) finalPartition(st *finalState, p *partState) {
 			continue // a gap, counted above
 		}
 		if rc := p.recs[off]; payloadKey(m.Data) != rc.key || hashTx(m.TransactionID) != rc.tx {
-			h.v.add(kindOther, "%s: the log holds %s %s at offset %d, its push was answered with key %d",
+			h.v.Add(loadcheck.KindOther, "%s: the log holds %s %s at offset %d, its push was answered with key %d",
 				p.name, m.TransactionID, m.Data, off, rc.key)
 		}
 	}
@@ -551,7 +557,7 @@ func (h *history) finalPartition(st *finalState, p *partState) {
 			continue
 		}
 		if _, ok := msgs[off]; !ok && !h.mayBeExpired(p, off, st.at) {
-			h.v.add(kindLost, "%s: offset %d was answered 201 %v before the final read, within the retention of %v, "+
+			h.v.Add(loadcheck.KindLost, "%s: offset %d was answered 201 %v before the final read, within the retention of %v, "+
 				"and the log does not hold it", p.name, off, st.at.Sub(time.Unix(0, p.recs[off].sent)).Round(time.Second), h.cfg.Retention)
 		}
 	}
@@ -565,7 +571,7 @@ func (h *history) finalPartition(st *finalState, p *partState) {
 				case h.mayBeExpired(p, off, s.at):
 					h.n.expired.Add(1)
 				default:
-					h.v.add(kindLost, "group %s %s: offset %d never delivered: a pop %v after its push went past it, "+
+					h.v.Add(loadcheck.KindLost, "group %s %s: offset %d never delivered: a pop %v after its push went past it, "+
 						"within the retention of %v", g, p.name, off, s.at.Sub(time.Unix(0, p.recs[off].sent)).Round(time.Millisecond),
 						h.cfg.Retention)
 				}
@@ -579,7 +585,7 @@ func (h *history) finalPartition(st *finalState, p *partState) {
 				h.n.expired.Add(1)
 				continue
 			}
-			h.v.add(kindLost, "group %s %s: offset %d never delivered", g, p.name, off)
+			h.v.Add(loadcheck.KindLost, "group %s %s: offset %d never delivered", g, p.name, off)
 		}
 	}
 }

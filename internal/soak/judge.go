@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // judge fills the report's statistics, thirds and checks.
@@ -48,9 +49,9 @@ func (r *runner) judge() {
 	r.longMu.Unlock()
 	rep.Checks = append(rep.Checks, backlogCheck(rep.LongTransactions, len(cfg.longTxStarts())))
 
-	rep.Lost, rep.Gaps, rep.Order = h.v.count(kindLost), h.v.count(kindGap), h.v.count(kindOrder)
-	rep.Dedup, rep.Other = h.v.count(kindDedup), h.v.count(kindOther)
-	rep.Violations = h.v.describe()
+	rep.Lost, rep.Gaps, rep.Order = h.v.Count(loadcheck.KindLost), h.v.Count(loadcheck.KindGap), h.v.Count(loadcheck.KindOrder)
+	rep.Dedup, rep.Other = h.v.Count(kindDedup), h.v.Count(loadcheck.KindOther)
+	rep.Violations = h.v.Describe()
 	rep.Checks = append(rep.Checks,
 		Check{Name: CheckLost, Enforced: true, Pass: rep.Lost+rep.Gaps+rep.Order == 0,
 			Detail: fmt.Sprintf("lost %d, gaps %d, order %d; %d (group, message) pairs expired by retention before the group got to them",

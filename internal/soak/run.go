@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // Run runs the soak on cfg.URL's database: it measures the P10 push rate,
@@ -100,13 +102,13 @@ func (r *runner) measure(ctx context.Context) error {
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(9000+i)))
 			wg.Go(func() {
 				for time.Now().Before(deadline) && ctx.Err() == nil {
-					items := make([]wirePushItem, 10)
+					items := make([]loadcheck.PushItem, 10)
 					for k := range items {
 						p := partitionName(rng.IntN(cfg.Partitions))
-						items[k] = wirePushItem{Queue: measureQueue, Partition: p, Payload: payload(1, p)}
+						items[k] = loadcheck.PushItem{Queue: measureQueue, Partition: p, Payload: payload(1, p)}
 					}
 					res := r.c.do(ctx, noOp, "POST", "/api/v1/push", map[string]any{"items": items})
-					if res.status != http.StatusCreated {
+					if res.Status != http.StatusCreated {
 						failed.Store(fmt.Errorf("soak: measure: push: %s", res))
 						return
 					}
@@ -123,7 +125,7 @@ func (r *runner) measure(ctx context.Context) error {
 		}
 		r.rep.P10Rate = float64(msgs.Load()) / time.Since(start).Seconds()
 		rate = cfg.Fraction * r.rep.P10Rate
-		if res := r.c.do(ctx, noOp, "DELETE", "/api/v1/resources/queues/"+measureQueue, nil); res.status >= 300 {
+		if res := r.c.do(ctx, noOp, "DELETE", "/api/v1/resources/queues/"+measureQueue, nil); res.Status >= 300 {
 			return fmt.Errorf("soak: delete the measurement's queue: %s", res)
 		}
 		r.logf("P10: %.0f msg/s through the HTTP API; steady rate %.0f %% of it", r.rep.P10Rate, 100*cfg.Fraction)
@@ -143,7 +145,7 @@ func (r *runner) steady(ctx context.Context) error {
 	opts := map[string]any{"queue": queueName, "options": map[string]any{
 		"leaseTime": cfg.LeaseTime, "retryLimit": cfg.RetryLimit,
 		"dedupWindowSeconds": int(cfg.DedupWindow / time.Second), "retentionSeconds": int(cfg.Retention / time.Second)}}
-	if res := r.c.do(ctx, noOp, "POST", "/api/v1/configure", opts); res.status != http.StatusOK {
+	if res := r.c.do(ctx, noOp, "POST", "/api/v1/configure", opts); res.Status != http.StatusOK {
 		return fmt.Errorf("soak: configure: %s", res)
 	}
 	for i := 1; i <= cfg.Groups; i++ {
@@ -336,8 +338,8 @@ func (r *runner) progress(s Sample) {
 }
 
 // queueState reads the queue's partitions and groups.
-func (r *runner) queueState(ctx context.Context) (wireQueue, error) {
-	var q wireQueue
+func (r *runner) queueState(ctx context.Context) (loadcheck.Queue, error) {
+	var q loadcheck.Queue
 	err := r.c.read(ctx, "/api/v1/resources/queues/"+queueName, &q)
 	return q, err
 }
@@ -382,7 +384,7 @@ type finalState struct {
 	lag  map[string]int64 // by group
 	// log holds the messages browsed from each partition, by offset: from
 	// a little before the retention window to the end.
-	log map[string]map[int64]wireMessage
+	log map[string]map[int64]loadcheck.Message
 	// from is the first offset browsed per partition.
 	from map[string]int64
 	dlq  map[deadAddr]bool
@@ -393,7 +395,7 @@ type finalState struct {
 // and every dead letter.
 func (r *runner) readFinal(ctx context.Context) (*finalState, error) {
 	st := &finalState{at: time.Now(), last: map[string]int64{}, lag: map[string]int64{},
-		log: map[string]map[int64]wireMessage{}, from: map[string]int64{}, dlq: map[deadAddr]bool{}}
+		log: map[string]map[int64]loadcheck.Message{}, from: map[string]int64{}, dlq: map[deadAddr]bool{}}
 	q, err := r.queueState(ctx)
 	if err != nil {
 		return nil, err
@@ -413,12 +415,12 @@ func (r *runner) readFinal(ctx context.Context) (*finalState, error) {
 		}
 		from := r.h.firstSentAfter(ps, browseFrom)
 		st.from[p.Name] = from
-		msgs := map[int64]wireMessage{}
+		msgs := map[int64]loadcheck.Message{}
 		st.log[p.Name] = msgs
 		for from <= p.LastOffset {
 			v := url.Values{"queue": {queueName}, "partition": {p.Name}, "fromOffset": {strconv.FormatInt(from, 10)},
 				"limit": {strconv.Itoa(page)}}
-			var b wireBrowse
+			var b loadcheck.Browse
 			if err := r.c.read(ctx, "/api/v1/messages?"+v.Encode(), &b); err != nil {
 				return nil, err
 			}
@@ -438,14 +440,14 @@ func (r *runner) readFinal(ctx context.Context) (*finalState, error) {
 	}
 	for offset := 0; ; offset += page {
 		v := url.Values{"queue": {queueName}, "limit": {strconv.Itoa(page)}, "offset": {strconv.Itoa(offset)}}
-		var d wireDLQPage
+		var d loadcheck.DLQPage
 		if err := r.c.read(ctx, "/api/v1/dlq?"+v.Encode(), &d); err != nil {
 			return nil, err
 		}
 		for _, m := range d.Messages {
 			k := deadAddr{m.ConsumerGroup, m.PartitionID, m.Offset}
 			if st.dlq[k] {
-				r.h.v.add(kindOther, "group %s: offset %d of %s is in the DLQ twice", m.ConsumerGroup, m.Offset, m.PartitionID)
+				r.h.v.Add(loadcheck.KindOther, "group %s: offset %d of %s is in the DLQ twice", m.ConsumerGroup, m.Offset, m.PartitionID)
 			}
 			st.dlq[k] = true
 			st.nDLQ++

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
 // queueName is the queue of the steady phase; measureQueue the P10
@@ -142,8 +144,8 @@ func (w *workload) produce(ctx context.Context, ticks <-chan struct{}, rng *rand
 		now := time.Now()
 		items := make([]*sentItem, w.cfg.PushItems)
 		body := struct {
-			Items []wirePushItem `json:"items"`
-		}{Items: make([]wirePushItem, len(items))}
+			Items []loadcheck.PushItem `json:"items"`
+		}{Items: make([]loadcheck.PushItem, len(items))}
 		for k := range items {
 			it := &sentItem{part: w.h.parts[rng.IntN(len(w.h.parts))], key: w.keys.Add(1)}
 			if rng.IntN(2) == 0 {
@@ -162,26 +164,26 @@ func (w *workload) produce(ctx context.Context, ticks <-chan struct{}, rng *rand
 				}
 			}
 			items[k] = it
-			body.Items[k] = wirePushItem{Queue: queueName, Partition: it.part.name, Payload: payload(it.key, it.part.name),
+			body.Items[k] = loadcheck.PushItem{Queue: queueName, Partition: it.part.name, Payload: payload(it.key, it.part.name),
 				TransactionID: it.tx}
 		}
 		r := w.c.do(ctx, opPush, "POST", "/api/v1/push", body)
-		if ctx.Err() != nil && r.status == 0 {
+		if ctx.Err() != nil && r.Status == 0 {
 			return
 		}
-		if r.status != http.StatusCreated {
-			w.h.v.add(kindOther, "a push of %d items: %s", len(items), r)
+		if r.Status != http.StatusCreated {
+			w.h.v.Add(loadcheck.KindOther, "a push of %d items: %s", len(items), r)
 			continue
 		}
-		var res []wirePushResult
-		if err := r.decode(&res); err != nil {
-			w.h.v.add(kindOther, "push: %v", err)
+		var res []loadcheck.PushResult
+		if err := r.Decode(&res); err != nil {
+			w.h.v.Add(loadcheck.KindOther, "push: %v", err)
 			continue
 		}
 		w.h.pushed(items, res, r)
 		for i, it := range items {
 			if it.kind == itemFresh && it.tx != "" && i < len(res) && res[i].Status == "queued" {
-				w.samples.add(sample{part: it.part, tx: it.tx, pid: res[i].PartitionID, off: res[i].Offset, sent: r.sent, back: r.back})
+				w.samples.add(sample{part: it.part, tx: it.tx, pid: res[i].PartitionID, off: res[i].Offset, sent: r.Sent, back: r.Back})
 				break
 			}
 		}
@@ -202,16 +204,16 @@ func (w *workload) consume(ctx context.Context, group string, idx int, rng *rand
 	waitPath := "/api/v1/pop/queue/" + queueName + "?" + q.Encode()
 	wait := false
 	for !w.stopConsuming.Load() && ctx.Err() == nil {
-		var r reply
+		var r loadcheck.Reply
 		if wait {
 			r = w.c.do(ctx, noOp, "GET", waitPath, nil)
 		} else {
 			r = w.c.do(ctx, opPop, "GET", path, nil)
 		}
-		if ctx.Err() != nil && r.status == 0 {
+		if ctx.Err() != nil && r.Status == 0 {
 			return
 		}
-		switch r.status {
+		switch r.Status {
 		case http.StatusNoContent:
 			w.h.n.emptyPops.Add(1)
 			wait = true
@@ -219,13 +221,13 @@ func (w *workload) consume(ctx context.Context, group string, idx int, rng *rand
 		case http.StatusOK:
 			wait = false
 		default:
-			w.h.v.add(kindOther, "%s: pop: %s", worker, r)
+			w.h.v.Add(loadcheck.KindOther, "%s: pop: %s", worker, r)
 			wait = true // a long-poll before trying again
 			continue
 		}
-		var res wirePop
-		if err := r.decode(&res); err != nil || len(res.Messages) == 0 {
-			w.h.v.add(kindOther, "%s: a pop answered 200 without messages (%v): %s", worker, err, r)
+		var res loadcheck.Pop
+		if err := r.Decode(&res); err != nil || len(res.Messages) == 0 {
+			w.h.v.Add(loadcheck.KindOther, "%s: a pop answered 200 without messages (%v): %s", worker, err, r)
 			continue
 		}
 		pr := w.h.popped(group, res, r)
@@ -233,25 +235,25 @@ func (w *workload) consume(ctx context.Context, group string, idx int, rng *rand
 			w.h.n.abandoned.Add(1)
 			continue
 		}
-		body := wireAckBatch{ConsumerGroup: group}
+		body := loadcheck.AckBatch{ConsumerGroup: group}
 		for _, pt := range pr.parts {
 			for _, d := range pt.msgs {
 				d.status = w.outcome(d, rng)
 				if d.status == "failed" {
 					d.errText = "soak: failed by " + worker
 				}
-				body.Acknowledgments = append(body.Acknowledgments, wireAck{TransactionID: d.tx, PartitionID: pt.pid,
+				body.Acknowledgments = append(body.Acknowledgments, loadcheck.Ack{TransactionID: d.tx, PartitionID: pt.pid,
 					Status: d.status, LeaseID: pr.leaseID, Error: d.errText})
 			}
 		}
 		pause(ctx, w.cfg.Work/5+time.Duration(rng.Int64N(int64(w.cfg.Work-w.cfg.Work/5)+1)))
 		a := ackCall{r: w.c.do(ctx, opAck, "POST", "/api/v1/ack/batch", body)}
-		if ctx.Err() != nil && a.r.status == 0 {
+		if ctx.Err() != nil && a.r.Status == 0 {
 			return
 		}
-		if a.r.status == http.StatusOK {
-			if err := a.r.decode(&a.results); err != nil || len(a.results) != len(body.Acknowledgments) {
-				w.h.v.add(kindOther, "%s: an ack of %d items: %d results (%v)", worker, len(body.Acknowledgments), len(a.results), err)
+		if a.r.Status == http.StatusOK {
+			if err := a.r.Decode(&a.results); err != nil || len(a.results) != len(body.Acknowledgments) {
+				w.h.v.Add(loadcheck.KindOther, "%s: an ack of %d items: %d results (%v)", worker, len(body.Acknowledgments), len(a.results), err)
 				continue
 			}
 		}

@@ -1,19 +1,24 @@
-package chaos
+package loadcheck
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
-// The harness's own spelling of the v1 wire format (README: Using the API):
-// it talks to the server as any client does and imports nothing of the
-// engine.
+// The harnesses' own spelling of the v1 wire format (README: Using the
+// API): they talk to the server as any client does and import nothing of
+// the engine. A harness reads the fields it needs and leaves the rest.
 
-type wirePushItem struct {
+// PushItem is one item of a push (POST /api/v1/push).
+type PushItem struct {
 	Queue         string          `json:"queue"`
 	Partition     string          `json:"partition"`
 	Payload       json.RawMessage `json:"payload"`
-	TransactionID string          `json:"transactionId"`
+	TransactionID string          `json:"transactionId,omitempty"`
 }
 
-type wirePushResult struct {
+// PushResult is the answer for one item of a push.
+type PushResult struct {
 	Index         int    `json:"index"`
 	TransactionID string `json:"transaction_id"`
 	Status        string `json:"status"`
@@ -23,22 +28,26 @@ type wirePushResult struct {
 	Partition     string `json:"partition"`
 }
 
-type wireMessage struct {
+// Message is one message a pop delivered or a browse listed.
+type Message struct {
 	ID            string          `json:"id"`
 	TransactionID string          `json:"transactionId"`
 	PartitionID   string          `json:"partitionId"`
 	Partition     string          `json:"partition"`
 	Offset        int64           `json:"offset"`
 	Data          json.RawMessage `json:"data"`
+	CreatedAt     time.Time       `json:"createdAt"`
 	RetryCount    int             `json:"retryCount"`
 }
 
-type wirePop struct {
-	LeaseID  *string       `json:"leaseId"`
-	Messages []wireMessage `json:"messages"`
+// Pop is the answer to a pop: the lease and the messages under it.
+type Pop struct {
+	LeaseID  *string   `json:"leaseId"`
+	Messages []Message `json:"messages"`
 }
 
-type wireAck struct {
+// Ack is one item of a batch ack.
+type Ack struct {
 	TransactionID string `json:"transactionId"`
 	PartitionID   string `json:"partitionId"`
 	Status        string `json:"status"`
@@ -46,12 +55,14 @@ type wireAck struct {
 	Error         string `json:"error,omitempty"`
 }
 
-type wireAckBatch struct {
-	ConsumerGroup   string    `json:"consumerGroup,omitempty"`
-	Acknowledgments []wireAck `json:"acknowledgments"`
+// AckBatch is a batch ack (POST /api/v1/ack/batch).
+type AckBatch struct {
+	ConsumerGroup   string `json:"consumerGroup,omitempty"`
+	Acknowledgments []Ack  `json:"acknowledgments"`
 }
 
-type wireAckResult struct {
+// AckResult is the answer for one item of a batch ack.
+type AckResult struct {
 	Index         int     `json:"index"`
 	TransactionID string  `json:"transactionId"`
 	PartitionID   string  `json:"partitionId"`
@@ -64,7 +75,9 @@ type wireAckResult struct {
 	Committed     *int64  `json:"committed"`
 }
 
-type wireQueue struct {
+// Queue is a queue's resource (GET /api/v1/resources/queues/{queue}): its
+// partitions and the lag of each group reading it.
+type Queue struct {
 	Partitions []struct {
 		ID         string `json:"id"`
 		Name       string `json:"name"`
@@ -76,11 +89,13 @@ type wireQueue struct {
 	} `json:"groups"`
 }
 
-type wireBrowse struct {
-	Messages []wireMessage `json:"messages"`
+// Browse is one page of a partition's log (GET /api/v1/messages).
+type Browse struct {
+	Messages []Message `json:"messages"`
 }
 
-type wireDeadLetter struct {
+// DeadLetter is one message of the DLQ, for one group.
+type DeadLetter struct {
 	PartitionID   string          `json:"partitionId"`
 	Partition     string          `json:"partition"`
 	Offset        int64           `json:"offset"`
@@ -90,7 +105,8 @@ type wireDeadLetter struct {
 	Attempts      int             `json:"retryCount"`
 }
 
-type wireDLQPage struct {
-	Messages []wireDeadLetter `json:"messages"`
-	Total    int64            `json:"total"`
+// DLQPage is one page of the DLQ (GET /api/v1/dlq).
+type DLQPage struct {
+	Messages []DeadLetter `json:"messages"`
+	Total    int64        `json:"total"`
 }
