@@ -78,8 +78,12 @@ $fn$;
 -- common case — the head is there and has attempts left — is one UPDATE
 -- for the whole batch, doing what _expire does for it; the others (a head
 -- to dead-letter, or one retention removed) go through _expire one by one.
+-- Its statements are planned on every call (force_custom_plan): a batch
+-- is thousands of rows, the planning a fraction of a millisecond, and a
+-- generic plan kept from a moment when the consumers table looked empty
+-- (after queues were deleted) would join it row by row with scans.
 CREATE OR REPLACE FUNCTION queen._reap_leases(p_now timestamptz, p_limit int)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
 DECLARE
     v_pids   uuid[];
     v_groups text[];
