@@ -3,8 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strconv"
 
 	"github.com/queen-serverless/queen/internal/loadcheck"
 )
@@ -58,47 +56,23 @@ func readFinalState(ctx context.Context, c *client) (*finalState, error) {
 	for _, g := range q.Groups {
 		st.lag[g.Group] = g.Lag
 	}
-	const page = 1000
 	for _, p := range q.Partitions {
 		fp := &finalPartition{id: p.ID, name: p.Name, last: p.LastOffset, log: map[int64]loadcheck.Message{}}
 		st.parts[p.ID] = fp
-		for from := int64(0); from <= p.LastOffset; {
-			v := url.Values{"queue": {queueName}, "partition": {p.Name}, "fromOffset": {strconv.FormatInt(from, 10)},
-				"limit": {strconv.Itoa(page)}}
-			var b loadcheck.Browse
-			if err := c.read(ctx, "/api/v1/messages?"+v.Encode(), &b); err != nil {
-				return nil, err
-			}
-			if len(b.Messages) == 0 {
-				break
-			}
-			next := from
-			for _, m := range b.Messages {
-				fp.log[m.Offset] = m
-				next = max(next, m.Offset+1)
-			}
-			if next == from {
-				return nil, fmt.Errorf("browse of %s from offset %d returned only earlier offsets", p.Name, from)
-			}
-			from = next
-		}
-	}
-	for offset := 0; ; offset += page {
-		v := url.Values{"queue": {queueName}, "limit": {strconv.Itoa(page)}, "offset": {strconv.Itoa(offset)}}
-		var d loadcheck.DLQPage
-		if err := c.read(ctx, "/api/v1/dlq?"+v.Encode(), &d); err != nil {
+		if err := loadcheck.ReadLog(ctx, c.read, queueName, p.Name, 0, p.LastOffset,
+			func(m loadcheck.Message) { fp.log[m.Offset] = m }); err != nil {
 			return nil, err
 		}
-		for _, m := range d.Messages {
-			k := gaddr{m.ConsumerGroup, addr{m.PartitionID, m.Offset}}
-			if _, dup := st.dlq[k]; dup {
-				st.dlqDup++
-			}
-			st.dlq[k] = m
+	}
+	err = loadcheck.ReadDLQ(ctx, c.read, queueName, func(m loadcheck.DeadLetter) {
+		k := gaddr{m.ConsumerGroup, addr{m.PartitionID, m.Offset}}
+		if _, dup := st.dlq[k]; dup {
+			st.dlqDup++
 		}
-		if len(d.Messages) < page || int64(offset+page) >= d.Total {
-			break
-		}
+		st.dlq[k] = m
+	})
+	if err != nil {
+		return nil, err
 	}
 	return st, nil
 }

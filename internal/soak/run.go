@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -403,7 +401,6 @@ func (r *runner) readFinal(ctx context.Context) (*finalState, error) {
 	for _, g := range q.Groups {
 		st.lag[g.Group] = g.Lag
 	}
-	const page = 1000
 	// Browse from a little before the window: the messages that must be
 	// there and some that may be.
 	browseFrom := st.at.Add(-r.cfg.Retention - 30*time.Second).UnixNano()
@@ -417,44 +414,21 @@ func (r *runner) readFinal(ctx context.Context) (*finalState, error) {
 		st.from[p.Name] = from
 		msgs := map[int64]loadcheck.Message{}
 		st.log[p.Name] = msgs
-		for from <= p.LastOffset {
-			v := url.Values{"queue": {queueName}, "partition": {p.Name}, "fromOffset": {strconv.FormatInt(from, 10)},
-				"limit": {strconv.Itoa(page)}}
-			var b loadcheck.Browse
-			if err := r.c.read(ctx, "/api/v1/messages?"+v.Encode(), &b); err != nil {
-				return nil, err
-			}
-			if len(b.Messages) == 0 {
-				break
-			}
-			next := from
-			for _, m := range b.Messages {
-				msgs[m.Offset] = m
-				next = max(next, m.Offset+1)
-			}
-			if next == from {
-				return nil, fmt.Errorf("browse of %s from offset %d returned only earlier offsets", p.Name, from)
-			}
-			from = next
-		}
-	}
-	for offset := 0; ; offset += page {
-		v := url.Values{"queue": {queueName}, "limit": {strconv.Itoa(page)}, "offset": {strconv.Itoa(offset)}}
-		var d loadcheck.DLQPage
-		if err := r.c.read(ctx, "/api/v1/dlq?"+v.Encode(), &d); err != nil {
+		if err := loadcheck.ReadLog(ctx, r.c.read, queueName, p.Name, from, p.LastOffset,
+			func(m loadcheck.Message) { msgs[m.Offset] = m }); err != nil {
 			return nil, err
 		}
-		for _, m := range d.Messages {
-			k := deadAddr{m.ConsumerGroup, m.PartitionID, m.Offset}
-			if st.dlq[k] {
-				r.h.v.Add(loadcheck.KindOther, "group %s: offset %d of %s is in the DLQ twice", m.ConsumerGroup, m.Offset, m.PartitionID)
-			}
-			st.dlq[k] = true
-			st.nDLQ++
+	}
+	err = loadcheck.ReadDLQ(ctx, r.c.read, queueName, func(m loadcheck.DeadLetter) {
+		k := deadAddr{m.ConsumerGroup, m.PartitionID, m.Offset}
+		if st.dlq[k] {
+			r.h.v.Add(loadcheck.KindOther, "group %s: offset %d of %s is in the DLQ twice", m.ConsumerGroup, m.Offset, m.PartitionID)
 		}
-		if len(d.Messages) < page || int64(offset+page) >= d.Total {
-			break
-		}
+		st.dlq[k] = true
+		st.nDLQ++
+	})
+	if err != nil {
+		return nil, err
 	}
 	return st, nil
 }
