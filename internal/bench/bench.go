@@ -519,20 +519,28 @@ func (r *runner) push(ctx context.Context, name string, n int, one bool) error {
 
 // fill pushes n messages into queue over partitions, untimed.
 func (r *runner) fill(ctx context.Context, queue string, n, partitions int) error {
+	per := n / r.cfg.Clients
+	return r.eachClient(func() error {
+		for done := 0; done < per; done += 500 {
+			if _, err := r.store.Push(ctx, items(queue, min(500, per-done), partitions, false)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// eachClient runs fn on Clients goroutines at once (untimed work) and
+// returns the first error any of them returned.
+func (r *runner) eachClient(fn func() error) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, r.cfg.Clients)
-	per := n / r.cfg.Clients
 	for c := 0; c < r.cfg.Clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for done := 0; done < per; done += 500 {
-				if _, err := r.store.Push(ctx, items(queue, min(500, per-done), partitions, false)); err != nil {
-					errs <- err
-					return
-				}
+		wg.Go(func() {
+			if err := fn(); err != nil {
+				errs <- err
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -811,33 +819,24 @@ func (r *runner) storedBytes(ctx context.Context) (int64, error) {
 func (r *runner) storageFill(ctx context.Context, queue string, spread, ids bool) error {
 	total := int64(r.cfg.StorageMessages)
 	var n atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, r.cfg.Clients)
-	for c := 0; c < r.cfg.Clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n.Add(10) <= total {
-				batch := items(queue, 10, r.cfg.Partitions, false)
-				p := fmt.Sprintf("p-%d", rand.IntN(r.cfg.Partitions))
-				for i := range batch {
-					if !spread {
-						batch[i].Partition = p
-					}
-					if ids {
-						batch[i].TransactionID = queen.NewUUIDv7()
-					}
+	return r.eachClient(func() error {
+		for n.Add(10) <= total {
+			batch := items(queue, 10, r.cfg.Partitions, false)
+			p := fmt.Sprintf("p-%d", rand.IntN(r.cfg.Partitions))
+			for i := range batch {
+				if !spread {
+					batch[i].Partition = p
 				}
-				if _, err := r.store.Push(ctx, batch); err != nil {
-					errs <- err
-					return
+				if ids {
+					batch[i].TransactionID = queen.NewUUIDv7()
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+			if _, err := r.store.Push(ctx, batch); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // judge compares results with the SPEC targets.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,32 +110,24 @@ func (r *runner) timedReap(ctx context.Context) (queen.ReapStats, float64, error
 func (r *runner) reapFill(ctx context.Context, queue string, ids bool) error {
 	total := int64(r.cfg.ReapRows)
 	var n atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, r.cfg.Clients)
 	fmt.Fprintf(r.cfg.Out, "  pushing %d messages to %s…", total, queue)
-	for c := 0; c < r.cfg.Clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n.Add(100) <= total {
-				batch := items(queue, 100, r.cfg.Partitions, false)
-				if ids {
-					p := fmt.Sprintf("p-%d", rand.IntN(r.cfg.Partitions))
-					for i := range batch {
-						batch[i].Partition, batch[i].TransactionID = p, queen.NewUUIDv7()
-					}
-				}
-				if _, err := r.store.Push(ctx, batch); err != nil {
-					errs <- err
-					return
+	err := r.eachClient(func() error {
+		for n.Add(100) <= total {
+			batch := items(queue, 100, r.cfg.Partitions, false)
+			if ids {
+				p := fmt.Sprintf("p-%d", rand.IntN(r.cfg.Partitions))
+				for i := range batch {
+					batch[i].Partition, batch[i].TransactionID = p, queen.NewUUIDv7()
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
+			if _, err := r.store.Push(ctx, batch); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	fmt.Fprintf(r.cfg.Out, "\r%70s\r", "")
-	return <-errs
+	return err
 }
 
 // reapLeases leaves ReapLeases leases on queue, one per partition, each
@@ -158,26 +149,18 @@ func (r *runner) reapLeases(ctx context.Context, queue string) error {
 		}
 	}
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, r.cfg.Clients)
-	for c := 0; c < r.cfg.Clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1) - 1; i < int64(total); i = next.Add(1) - 1 {
-				res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Partition: fmt.Sprintf("l-%d", i), Batch: 1})
-				if err == nil && len(res.Messages) != 1 {
-					err = fmt.Errorf("pop of l-%d returned %d messages", i, len(res.Messages))
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	err := r.eachClient(func() error {
+		for i := next.Add(1) - 1; i < int64(total); i = next.Add(1) - 1 {
+			res, err := r.store.Pop(ctx, queen.PopRequest{Queue: queue, Partition: fmt.Sprintf("l-%d", i), Batch: 1})
+			if err == nil && len(res.Messages) != 1 {
+				err = fmt.Errorf("pop of l-%d returned %d messages", i, len(res.Messages))
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	fmt.Fprintf(r.cfg.Out, "\r%70s\r", "")
-	return <-errs
+	return err
 }
