@@ -23,39 +23,35 @@
 -- whose reply must change gets a new name (seek_v2, extend_lease_v2) and
 -- the old name answers the previous release's callers for one release.
 
--- Performance notes (see README, Benchmarks):
+-- Design notes (docs/internals.md §10 explains them; what they buy,
+-- measured, is in docs/benchmarks.md, "Design measurements"):
 -- * Every lookup is by key (scalar subqueries, LATERAL, = ANY on a primary
 --   key), so no statement's cost grows with the number of queues,
---   partitions, dedup keys or idle cursors. Functions run with
---   plan_cache_mode = force_generic_plan: custom plans of the push CTE cost
---   ~10 ms to plan, generic plans are reused per connection.
--- * Every PL/pgSQL routine runs with jit = off. Postgres compiles a plan
---   to machine code each time it runs it once its estimated cost passes
---   jit_above_cost (100,000 by default), and a generic plan estimates its
---   probes by the size of the log: on a 470 MB database a push of 100
---   messages to random partitions spent 75-95 of its ~100 ms compiling
---   (6 ms on a fresh one). The SET costs ~0.2 us a call
---   (TestRoutinesNeverCompileJIT).
+--   partitions, dedup keys or idle cursors.
+-- * Routines run with plan_cache_mode = force_generic_plan: a custom plan
+--   of a large statement (the push's CTEs) costs more to make than to run,
+--   and a generic plan is made once per connection and reused.
+-- * Every PL/pgSQL routine runs with jit = off. Postgres compiles a plan to
+--   machine code on every execution once its estimated cost passes
+--   jit_above_cost, and a generic plan estimates its probes by the size of
+--   the log, so on a large database every push would be compiled
+--   (TestRoutinesNeverCompileJIT holds the setting).
 -- * A generic plan is made once per connection, often while a table is
 --   still small, and kept: a join against a hot table (dedup keys,
 --   partitions) may then be planned as a scan of it and stay one. Probes
 --   of such tables are scalar subqueries (one index probe per row, which
 --   no plan can turn into a scan), and a CTE that must run once per
 --   cursor rather than once per item is MATERIALIZED.
--- * A push to one partition (the common case) is push_partition_v2: its items
---   come as arrays and its reply goes back as offsets, so the database
---   neither parses nor renders JSON; in the steady state it is seven small
---   statements, and a push of one message has a smaller write statement of
---   its own (starting up a plan costs in proportion to its size). When the
---   server makes every id (nothing to probe), the statement that writes
---   takes the partition's lock itself, as the bare append of the benchmark
---   does: one UPDATE ... RETURNING and one INSERT for one message, one
---   statement for a batch, and the ready rows' statement when the queue
---   has groups. A push
---   that spans partitions (and transactions, and
---   dead-letter retries) is _push: it reads its JSON once, finds its
---   partitions, then locks them; only the offsets, the dedup probes and
---   the writes happen under the locks.
+-- * A push to one partition (the common case) is push_partition_v2: its
+--   items come as arrays and its reply goes back as offsets, so the
+--   database neither parses nor renders JSON, and a push of one message
+--   has a smaller write statement of its own (starting up a plan costs in
+--   proportion to its size). When the server makes every id (nothing to
+--   probe), the statement that writes takes the partition's lock itself,
+--   as the bare append of the benchmark does. A push that spans
+--   partitions (and transactions, and dead-letter retries) is _push: it
+--   reads its items once, finds its partitions, then locks them; only the
+--   offsets, the dedup probes and the writes happen under the locks.
 --   Per message it probes one dedup key, checked against the stored
 --   message on a match, in two places: the segments_first_key index (a
 --   4-byte hash of partition number and first transactionId and the
@@ -69,27 +65,23 @@
 --   push spread over many partitions) keeps it in scalar columns, not in
 --   one-element arrays.
 -- * An SQL function whose body holds a subquery (or writes) is not inlined,
---   and Postgres 15 plans its body again on every call: _start_offset
---   planned that way cost a group's first pop of a partition 0.7 ms, and
---   group_position every ack 0.4 ms; nested in another SQL function it was
---   planned again for every row of a listing. Such helpers are PL/pgSQL, whose
---   plans are kept per connection; SQL functions stay for bodies that
---   inline (one expression, or one SELECT in FROM with fenced subqueries).
---   With track_functions = 'all', pg_stat_user_functions lists every SQL
+--   and Postgres plans its body again on every call (and for every row
+--   when it is nested in another SQL function). Such helpers
+--   (_start_offset, group_position) are PL/pgSQL, whose plans are kept per
+--   connection; SQL functions stay for bodies that inline (one
+--   expression, or one SELECT in FROM with fenced subqueries). With
+--   track_functions = 'all', pg_stat_user_functions lists every SQL
 --   function that was called rather than inlined.
 -- * An index's expressions and predicate are copied and set up again for
 --   every insert statement, and the predicate is evaluated for every row:
 --   keep them to bare arithmetic and columns. segments_first_key's
---   predicate once read each first id back (queen.self_offset), ~23 us of
---   a one-message push and ~2.5 us a row more; the pushes now write what
---   it computed (segments.located, migration 0016).
+--   predicate is a column the pushes write (segments.located, migration
+--   0016), not a function that reads each first id back.
 -- * Work under a partition's lock is paid once per push queued behind it:
---   with 8 pushes to one partition, throughput is what one push does under
---   the lock, and every microsecond there counts eight times. Making (~1 us
---   each), storing (~1.6 kB compressed) and returning 100 generated ids was
---   most of it: a segment of generated ids now keeps one seed (migration 0017),
---   the Go core renders the ids, and 8 pgbench clients pushing 100
---   messages to one partition went from ~940 to ~2,000 pushes/s.
+--   with several pushes to one partition, throughput is what one push does
+--   under the lock. So a segment of generated ids keeps one seed, not the
+--   ids (migration 0017), and the Go core renders the ids and the reply
+--   after the commit.
 -- * Pops and acks return arrays (pop_v2, ack_v3) that the Go core renders,
 --   so a pop never parses its payloads (a claim carries queen.popped rows);
 --   the Go core sends an ack's items as arrays (ack_v3; the JSON routines
@@ -98,18 +90,18 @@
 -- * Ordered input: several arrays built in one order from one input
 --   (a reply's columns) are aggregated without ORDER BY from a subquery
 --   sorted in that order, with nothing between them (no join, no grouping)
---   that could reorder the rows, as the array_agg documentation allows: each
---   array_agg(... ORDER BY) sorts its input again (ten sorts of 100 rows
---   cost a pop of 100 ~0.1 ms).
+--   that could reorder the rows, as the array_agg documentation allows:
+--   each array_agg(... ORDER BY) would sort its input again.
 -- * A push of generated ids that spans partitions locks them in the UPDATE
---   that numbers them (_push_append): locking 100 rows in a statement of
---   its own and then updating them cost as much again. The UPDATE takes
---   them in id order, the one order every push takes them: its function
---   disables the joins and scans that could visit them in another order.
--- * A 100-message push to random partitions holds their locks for its
---   writes plus its commit (invariant 1 holds the lock to the commit), so
---   with several such pushes in flight each waits for another's commit:
---   P100 is bound by that convoy, not by the writes.
+--   that numbers them (_push_append), rather than in a statement of its
+--   own followed by the update: one row operation each instead of two.
+--   The UPDATE takes them in id order, the one order every push takes
+--   them: its function disables the joins and scans that could visit them
+--   in another order.
+-- * A push to many partitions holds their locks for its writes plus its
+--   commit (invariant 1 holds the lock to the commit), so with several
+--   such pushes in flight each waits for another's commit: P100 is bound
+--   by that convoy, not by the writes.
 
 -- A message's id is derived from its address, so it costs no storage.
 CREATE OR REPLACE FUNCTION queen.message_id(p_pid uuid, p_off bigint)
@@ -218,7 +210,7 @@ $$;
 -- partition number p_num; NULL when none is (queen._message_at).
 -- PL/pgSQL, like every helper here whose body holds a subquery: Postgres
 -- does not inline such an SQL function, and plans its body again on every
--- call (0.3–0.7 ms), where PL/pgSQL keeps the plan for the connection.
+-- call, where PL/pgSQL keeps the plan for the connection.
 CREATE OR REPLACE FUNCTION queen._txid_at(p_num bigint, p_off bigint)
 RETURNS text LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
@@ -280,7 +272,7 @@ $$;
 
 -- _first_key_newest is the newest of them at any time, read newest first
 -- from the index, so it costs one minute's entries, not the id's history
--- (a push's probes need no order: a sort per probe costs them ~5 µs each).
+-- (a push's probes need no order, and _first_keys spares them the sort).
 CREATE OR REPLACE FUNCTION queen._first_key_newest(p_num bigint, p_txid text)
 RETURNS TABLE (base_offset bigint, created_at timestamptz) LANGUAGE sql STABLE AS $$
     SELECT c.base_offset, c.created_at
@@ -322,8 +314,8 @@ $$;
 -- partition past 16^15 / 16^(partition's digits) messages), the id is a
 -- random UUIDv7 instead: not self-located, it gets its dedup key as a
 -- client's id does. The random digits come from random() (seeded per
--- connection from the system's strong source): they guard nothing, and
--- gen_random_uuid() per digit made a 100-message push 1 ms slower. The
+-- connection from the system's strong source): they guard nothing, so
+-- the cheaper source will do (gen_random_uuid() per digit is not). The
 -- pushes make only the random ones here (queen.stored_txid); the others
 -- are derived from the push's seed (migration 0017).
 DROP FUNCTION IF EXISTS queen._self_tail(text, text);
