@@ -66,7 +66,7 @@ synth: ## CloudFormation template, offline, in infra/cdk.out (uses build/lambda 
 	infra/synth.sh
 
 .PHONY: bench
-bench: ## the SPEC §7 benchmark; results in bench-results/
+bench: ## the benchmark workloads (docs/benchmarks.md); results in bench-results/
 	$(GO) run ./cmd/queen bench
 
 .PHONY: lint

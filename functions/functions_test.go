@@ -55,10 +55,11 @@ func TestFunctions(t *testing.T) {
 // functionNames are the directories of functions/, one bootstrap each.
 var functionNames = []string{"push", "pop", "ack", "dlq", "admin", "reaper", "migrate"}
 
-// maxBootstrapBytes is SPEC §7's limit on each bootstrap.
+// maxBootstrapBytes is the limit on each bootstrap (docs/benchmarks.md,
+// Lambda limits).
 const maxBootstrapBytes = 15_000_000
 
-// checkSizes holds every bootstrap to SPEC §7's 15 MB (built as make
+// checkSizes holds every bootstrap to its 15 MB limit (built as make
 // build-lambda builds them, for this machine's architecture).
 func checkSizes(t *testing.T, dir string) {
 	for _, fn := range functionNames {
@@ -78,8 +79,9 @@ func checkSizes(t *testing.T, dir string) {
 const coldInitRuns = 5
 
 // measureColdInit reports each function's cold init, one process at a time
-// so they do not compete for the CPU, without any database work (SPEC §7
-// asks for ≤ 50 ms excluding the first database connection; this test
+// so they do not compete for the CPU, without any database work (the limit
+// is ≤ 50 ms excluding the first database connection, docs/benchmarks.md
+// Lambda limits; this test
 // reports, it does not time-assert):
 //
 //   - init: from starting the process to its first request for an event

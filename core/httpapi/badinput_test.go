@@ -1,6 +1,6 @@
 package httpapi_test
 
-// Bad input over every route of the route table (SPEC §8): a 4xx whose
+// Bad input over every route of the route table (docs/semantics.md §5.5): a 4xx whose
 // message names what is wrong (a field, the body, or the missing thing),
 // and the database byte for byte as it was.
 
@@ -45,7 +45,7 @@ var badInputs = map[string][][2]string{
 		{"", `{"items":[{"queue":"q","payload":1,"transactionId":` + strings.Repeat("9", 40) + `}]}`},
 		{"", `{"items":"many"}`}, {"", `{"items":[1]}`},
 		// Unknown fields in a push are not refused: Queen's clients may send
-		// keys Queen reads and this server does not (SPEC §4, compatibility).
+		// keys Queen reads and this server does not (docs/api.md, compatibility).
 	},
 	"GET /api/v1/pop/queue/{queue}": {
 		{"/api/v1/pop/queue/q?batch=-1", ""}, {"/api/v1/pop/queue/q?batch=0", ""}, {"/api/v1/pop/queue/q?batch=1e3", ""},

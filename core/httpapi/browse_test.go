@@ -4,7 +4,7 @@ import "testing"
 
 // TestBrowseShowsLeasedAsProcessing browses on the database's clock, as
 // `queen serve` runs: a message under a live lease is processing, the one
-// after it pending (SPEC §4: status derived from the cursors).
+// after it pending (docs/api.md: status derived from the cursors).
 func TestBrowseShowsLeasedAsProcessing(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)

@@ -1,7 +1,7 @@
 package httpapi_test
 
-// Requests exactly as Queen's shipped clients send them (SPEC §4,
-// compatibility paragraph).
+// Requests exactly as Queen's shipped clients send them (docs/api.md,
+// compatibility with Queen's clients).
 
 import (
 	"bytes"

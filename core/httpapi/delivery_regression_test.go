@@ -1,9 +1,10 @@
 package httpapi_test
 
-// Regression tests for issue 8's defects, driven through the HTTP API: the
-// scheduler's liveness (SPEC §3.4), exactly-once transactions (§3.7),
-// depth/maxSize/activeLeases (§3.7) and the Prometheus page. Every expected
-// value comes from SPEC; none was taken from running the engine.
+// Delivery tests driven through the HTTP API: the scheduler's liveness
+// (docs/semantics.md §3.4.3), exactly-once transactions (§3.7.1),
+// depth/maxSize/activeLeases (§3.7.5) and the Prometheus page. Every
+// expected value comes from docs/semantics.md; none was taken from running
+// the engine.
 
 import (
 	"fmt"
@@ -126,7 +127,7 @@ func TestRegressionWindowBufferedAheadOfDeliverable(t *testing.T) {
 	}
 }
 
-// Defect 1, partitions=N: one pop leases up to N partitions (SPEC §3.4),
+// Defect 1, partitions=N: one pop leases up to N partitions (§3.4.1),
 // here 100 of 120 each holding one message, under one lease id.
 func TestRegressionPopHundredPartitions(t *testing.T) {
 	t.Parallel()
@@ -149,7 +150,7 @@ func TestRegressionPopHundredPartitions(t *testing.T) {
 }
 
 // Defect 1, waiting consumer: after 3,000 partitions were drained, a message
-// pushed during a long-poll reaches it within SPEC §3.4's 1 s.
+// pushed during a long-poll reaches it within §3.4.6's second.
 func TestRegressionLongPollAfterDrain(t *testing.T) {
 	t.Parallel()
 	watch := &popWatch{queue: "drained", empty: make(chan time.Time, 1000)}
@@ -317,7 +318,7 @@ func (s *server) queue(name string) queueDetail {
 
 // Defect 4: groups A and B subscribe (their first pop); five messages are
 // pushed and A consumes them. B still has all five to read, so depth is 5
-// (SPEC §3.7: a subscribed group with no cursor counts from its start) and
+// (§3.7.5: a subscribed group with no cursor counts from its start) and
 // a queue with maxSize 5 refuses a sixth message, writing nothing.
 func TestRegressionDepthCountsLateSubscriber(t *testing.T) {
 	t.Parallel()
@@ -441,7 +442,7 @@ func TestRegressionMetricsLabelEscaping(t *testing.T) {
 // it subscribes the group from the seek on (README "Seek"). After a seek to
 // the end, the group reads exactly what was pushed after the seek — on the
 // partitions it positioned and on partitions created later — and a later
-// pop's subscriptionMode does not change that (SPEC §3.3: later modes do not
+// pop's subscriptionMode does not change that (§3.3.3: later modes do not
 // change a subscription).
 func TestSeekBeforeFirstPopSubscribes(t *testing.T) {
 	t.Parallel()

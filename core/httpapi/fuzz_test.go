@@ -1,7 +1,8 @@
 package httpapi_test
 
 // Fuzz targets for every request decoder of the HTTP API, against the real
-// store on the test database. Each asserts what SPEC §4 and §8 promise a
+// store on the test database. Each asserts what docs/api.md and
+// docs/semantics.md §5 promise a
 // client whatever it sends: no panic, no 5xx (the database is up), a
 // rejected request writes nothing, and an accepted push round-trips (the
 // names and transactionId exactly, the payload as the same JSON value).

@@ -276,7 +276,7 @@ func TestPushPopAckShapes(t *testing.T) {
 		t.Fatalf("ack batch %+v", a)
 	}
 	// Queue mode: the group is __QUEUE_MODE__ on the wire, as Queen names
-	// it (SPEC §3.3), at the top and on each message.
+	// it (docs/semantics.md §3.3.2), at the top and on each message.
 	for _, query := range []string{"autoAck=true", "batch=1"} {
 		var qm popped
 		s.expect("GET", "/api/v1/pop/queue/orders?"+query, nil, 200).json(t, &qm)
@@ -458,8 +458,8 @@ func (w *probedWatch) Deliverable(ctx context.Context, keys []queen.WaitKey) ([]
 // A push from another process (straight into the store) is found by
 // probing: the long-poll, waiting after its first empty pop, answers 200
 // with the message long before its 15 s timeout, where it would pop once
-// more. How soon (SPEC: ≤ 1 s p99 across processes) is measured by make
-// bench (W); here the bound is 10 s, far from the probe's ~1 s and from
+// more. How soon (≤ 1 s p99 across processes) is measured by make bench
+// (W, docs/benchmarks.md); here the bound is 10 s, far from the probe's ~1 s and from
 // the timeout, so a loaded machine does not fail it.
 func TestLongPollSeesOtherWriters(t *testing.T) {
 	t.Parallel()

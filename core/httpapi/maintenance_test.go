@@ -9,10 +9,11 @@ import (
 )
 
 // TestMaintenance switches both maintenance modes over HTTP on the API as
-// `queen serve` builds it (SPEC §4): push maintenance refuses every way in
-// — a push, a transaction's push, a DLQ retry — with 503 and Retry-After
-// and writes nothing; pop maintenance makes pops empty; both switches live
-// in the database, so another process (a restart) sees them.
+// `queen serve` builds it (docs/semantics.md §3.7.10): push maintenance
+// refuses every way in — a push, a transaction's push, a DLQ retry — with
+// 503 and Retry-After and writes nothing; pop maintenance makes pops
+// empty; both switches live in the database, so another process (a
+// restart) sees them.
 func TestMaintenance(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)

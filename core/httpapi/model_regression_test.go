@@ -1,8 +1,8 @@
 package httpapi_test
 
 // Regression tests for defects of the log model, driven through the HTTP
-// API. Every expected value comes from SPEC §3.5–3.7; none was taken from
-// running the engine.
+// API. Every expected value comes from docs/semantics.md §3.5–3.7; none was
+// taken from running the engine.
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/queen-serverless/queen/core/queen"
 )
 
-// regAck is the wire form of one ack result, with the fields SPEC §4 names.
+// regAck is the wire form of one ack result, with the fields docs/api.md names.
 type regAck struct {
 	Index         int     `json:"index"`
 	TransactionID string  `json:"transactionId"`

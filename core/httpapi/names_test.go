@@ -12,8 +12,9 @@ import (
 // TestEveryAcceptedNameIsRoutable: a queue, partition, consumer group or
 // transactionId that push (or pop, for a group) accepts can be reached by
 // every route that takes it in its path; one that could not be is refused
-// with a 400 naming the field (SPEC §3.1). The names are the edge cases of
-// a path (slashes, dot segments) and seeded random mixes of them.
+// with a 400 naming the field (docs/semantics.md §3.1.2). The names are the
+// edge cases of a path (slashes, dot segments) and seeded random mixes of
+// them.
 func TestEveryAcceptedNameIsRoutable(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)

@@ -8,8 +8,8 @@ import (
 	"github.com/queen-serverless/queen/core/queen"
 )
 
-// SPEC §3.4: a long-poll waits until its timeout, capped by the server. An
-// absurd timeout must not overflow into an immediate 204.
+// docs/semantics.md §3.4.6: a long-poll waits until its timeout, capped by
+// the server. An absurd timeout must not overflow into an immediate 204.
 func TestLongPollHugeTimeoutWaitsTheCap(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, func(cfg *httpapi.Config, _ *queen.Store) { cfg.MaxWait = time.Second })

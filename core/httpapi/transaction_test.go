@@ -9,9 +9,10 @@ import (
 
 // TestTransactionFailedAckAppliesOnce sends a transaction that fails a
 // delivered message without a leaseId and hands off to another queue,
-// again and again, in sequence and at once: exactly one applies (SPEC
-// §3.7); the others are refused with 409 and push nothing, and the message
-// is charged one attempt — client retries cannot dead-letter it.
+// again and again, in sequence and at once: exactly one applies
+// (docs/semantics.md §3.7.1); the others are refused with 409 and push
+// nothing, and the message is charged one attempt — client retries cannot
+// dead-letter it.
 func TestTransactionFailedAckAppliesOnce(t *testing.T) {
 	t.Parallel()
 	for _, status := range []string{"failed", "retry"} {

@@ -17,7 +17,8 @@ import (
 // waiter that got messages wakes the next, so a burst is shared without a
 // herd of empty pops. The probe runs every ProbeInterval, or less often
 // when few wait: at most about one probe per waiter per second (a lone
-// waiter probes every MaxProbeInterval, so SPEC §3.4's 1 s holds).
+// waiter probes every MaxProbeInterval, so a pushed message reaches a
+// waiter within the second docs/semantics.md §3.4.6 allows).
 const (
 	// DefaultProbeInterval is the shortest pause between probes.
 	DefaultProbeInterval = 250 * time.Millisecond

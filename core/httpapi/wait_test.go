@@ -37,8 +37,9 @@ func startWaiters(s *server, cs *storecount.Counting, n int, path func(i int) st
 	return done
 }
 
-// SPEC §3.4 and issue 13: idle long-polls cost at most about one cheap
-// probe per waiter per second, however many wait, and a push made
+// docs/semantics.md §3.4.6 and internals.md §6: idle long-polls cost at
+// most about one cheap probe per waiter per second, however many wait, and
+// a push made
 // elsewhere (another process: here the store itself, not this API)
 // reaches a waiting consumer within 1 s.
 func TestLongPollsShareOneProbe(t *testing.T) {

@@ -1,4 +1,5 @@
-// Package ingest feeds the push function from its event sources (SPEC §5).
+// Package ingest feeds the push function from its event sources
+// (docs/semantics.md §4).
 // One Lambda handler takes every event the push function can receive and
 // tells them apart by their JSON shape:
 //

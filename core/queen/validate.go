@@ -89,7 +89,8 @@ func ValidatePayload(field string, p json.RawMessage) error {
 // NormalizePush validates push items and fills in defaults: the Default
 // partition, a null payload. An item without a transactionId keeps none:
 // the store generates a UUIDv7 for it (the Postgres store under the
-// partition's lock, one that names the message's offset, SPEC §3.2).
+// partition's lock, one that names the message's offset;
+// docs/semantics.md §3.2.3).
 func NormalizePush(items []PushItem) ([]PushItem, error) {
 	if len(items) == 0 {
 		return nil, Invalid("items", "must contain at least one item")

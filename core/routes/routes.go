@@ -1,4 +1,4 @@
-// Package routes is the HTTP API's route table (SPEC §4), the one place a
+// Package routes is the HTTP API's route table (docs/api.md), the one place a
 // route is written down: its method and path, the Lambda function that
 // serves it on AWS, its operation name (logs and metrics), and the roles
 // that may call it. The HTTP handlers (core/httpapi), the local server's

@@ -1,5 +1,5 @@
 // Command ack is the Lambda function serving acks, ack batches and transactions
-// (SPEC §4) and /health, behind API Gateway (HTTP API, payload 2.0).
+// (docs/api.md) and /health, behind API Gateway (HTTP API, payload 2.0).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command admin is the Lambda function serving queue and consumer-group administration and browsing
-// (SPEC §4) and /health, behind API Gateway (HTTP API, payload 2.0).
+// (docs/api.md) and /health, behind API Gateway (HTTP API, payload 2.0).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command dlq is the Lambda function serving the dead-letter queue: list, get, delete, retry
-// (SPEC §4) and /health, behind API Gateway (HTTP API, payload 2.0).
+// (docs/api.md) and /health, behind API Gateway (HTTP API, payload 2.0).
 package main
 
 import (

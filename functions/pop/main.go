@@ -1,5 +1,5 @@
 // Command pop is the Lambda function serving pops (long-poll) and lease extension
-// (SPEC §4) and /health, behind API Gateway (HTTP API, payload 2.0).
+// (docs/api.md) and /health, behind API Gateway (HTTP API, payload 2.0).
 package main
 
 import (

@@ -1,6 +1,6 @@
 // Command push is the Lambda function that appends messages: POST
 // /api/v1/push and /health behind API Gateway (HTTP API, payload 2.0), and
-// the event sources of SPEC §5 — SQS (partial batch failures), SNS,
+// the event sources of docs/semantics.md §4 — SQS (partial batch failures), SNS,
 // EventBridge and direct {"items":[…]} invocations (see package ingest).
 package main
 

@@ -2,7 +2,7 @@ package queenstack
 
 import "github.com/queen-serverless/queen/core/routes"
 
-// Route is one route of the HTTP API (SPEC §4): the route table the
+// Route is one route of the HTTP API (docs/api.md): the route table the
 // handlers serve (core/routes), read here so the stack and the functions
 // cannot disagree.
 type Route = routes.Route

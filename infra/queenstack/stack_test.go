@@ -23,8 +23,9 @@ import (
 	routetable "github.com/queen-serverless/queen/core/routes"
 )
 
-// wantRoutes is SPEC §4 as agreed with the functions, written out independently of
-// Routes so that a wrong entry there fails here.
+// wantRoutes is the route table of docs/api.md as agreed with the functions,
+// written out independently of Routes so that a wrong entry there fails
+// here.
 var wantRoutes = map[string]string{
 	"POST /api/v1/push": "push",
 

@@ -1,4 +1,5 @@
-// Package bench measures Queen Serverless against the workloads of SPEC §7,
+// Package bench measures Queen Serverless against the workloads of
+// docs/benchmarks.md,
 // through the core (the Store) and through the HTTP server, next to the raw
 // ceiling of plain INSERTs into a bare table on the same Postgres. It
 // prints a table with progress while it runs and writes JSON plus an SVG
@@ -377,7 +378,8 @@ func (r *runner) rawMulti(ctx context.Context) error {
 
 // ---- the log's own floor
 
-// logAppendSQL is the least a push can do in this design (SPEC §3.1): lock
+// logAppendSQL is the least a push can do in this design
+// (docs/semantics.md §3.1.3): lock
 // the partitions in one order, take the next offsets and write one segment
 // per partition, into the engine's own tables and indexes, in one
 // transaction. No dedup, no consumers' rows, no checks, no reply. Its items
@@ -839,7 +841,7 @@ func (r *runner) storageFill(ctx context.Context, queue string, spread, ids bool
 	})
 }
 
-// judge compares results with the SPEC targets.
+// judge compares results with the targets (docs/benchmarks.md).
 func (r *runner) judge() {
 	find := func(name, via string) *Result {
 		for i := range r.report.Results {

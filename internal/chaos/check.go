@@ -15,7 +15,8 @@ import (
 // (same host, same clock).
 const clockSlack = 50 * time.Millisecond
 
-// check holds the history against the final state, the SPEC (§3, §8) and
+// check holds the history against the final state, docs/semantics.md (§3,
+// §5) and
 // the reference model (internal/refmodel), and records every violation.
 // groups are the engine's group names.
 func (h *history) check(st *finalState, cfg Config, groups []string) {
@@ -93,7 +94,7 @@ func (h *history) checkLog(st *finalState) {
 //     sent after it reports a lower cursor, every dead letter it reported
 //     is in the DLQ and nothing it committed is;
 //   - each ack's per-item results are what the reference model computes
-//     for that batch (SPEC §3.5), and a refusal (409) comes only when the
+//     for that batch (docs/semantics.md §3.5), and a refusal (409) comes only when the
 //     lease may have expired;
 //   - a delivered message is the logged one, and never beyond retryLimit.
 func (h *history) checkPartition(st *finalState, cfg Config, group, pid string) {
@@ -253,9 +254,9 @@ func modelCheck(cfg Config, pt *popPart, a *ackCall, got []loadcheck.AckResult) 
 }
 
 // oldAck reports whether results are the no-op answer to an ack of
-// messages at or below the cursor (SPEC: old acks): every item "already
-// committed", nothing dead-lettered or released, and one cursor at or past
-// the batch's last offset.
+// messages at or below the cursor (docs/semantics.md §3.5.7, old acks):
+// every item "already committed", nothing dead-lettered or released, and
+// one cursor at or past the batch's last offset.
 func oldAck(pt *popPart, got []loadcheck.AckResult) bool {
 	if len(got) == 0 || got[0].Committed == nil || *got[0].Committed < pt.msgs[len(pt.msgs)-1].off {
 		return false

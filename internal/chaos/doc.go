@@ -1,5 +1,5 @@
 // Package chaos is the chaos harness behind `make chaos` (`queen chaos`):
-// SPEC §8 under faults.
+// the guarantees of docs/semantics.md §5 under faults.
 //
 // Run starts a throwaway durable PostgreSQL cluster (internal/pgcluster),
 // PgBouncer in transaction mode in front of it (the local stand-in for RDS

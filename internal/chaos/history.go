@@ -14,7 +14,8 @@ import (
 // queueName is the queue every run uses.
 const queueName = "chaos"
 
-// queueModeGroup is the group of consumers that name none (SPEC §3.3).
+// queueModeGroup is the group of consumers that name none
+// (docs/semantics.md §3.3.2).
 const queueModeGroup = "__QUEUE_MODE__"
 
 // addr is a message's address: partition id and offset.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Ack outcomes (SPEC §3.5).
+// Ack outcomes (§3.5.2).
 const (
 	Completed = "completed"
 	Failed    = "failed"
@@ -64,7 +64,7 @@ type resolvedItem struct {
 	offset int64 // -1: not found after the cursor
 }
 
-// Ack applies one call's acknowledgements atomically (SPEC §3.5).
+// Ack applies one call's acknowledgements atomically (§3.5).
 //
 // An item is rejected, and then the whole call changes nothing, when its
 // partition does not exist, its group has no cursor there, its message lies
@@ -92,7 +92,7 @@ type resolvedItem struct {
 // failed consumes one). The lease is released when the cursor reaches
 // batch_end or an applied stop signal ends the batch.
 //
-// Worked example (SPEC): span (2,5], [3 completed, 4 failed, 5 completed]
+// Worked example (§3.5.3): span (2,5], [3 completed, 4 failed, 5 completed]
 // with attempts left: H = 5, L = 4, committed = min(5, 3) = 3; offset 4
 // comes back with one more attempt, then 5. [4 failed, 5 completed] gives
 // the same: offset 3, unmentioned, is covered.
@@ -392,7 +392,7 @@ var ErrLease = errors.New("invalid or expired lease")
 const ErrNoLiveDelivery = "no live lease holds the message: a transaction reports a retry or failure once, " +
 	"while the delivery it reports on is leased"
 
-// Transaction applies acks and pushes atomically (SPEC §3.7): every
+// Transaction applies acks and pushes atomically (§3.7.1): every
 // required lease must be live, the acks are strict (see ack), then the
 // pushes are appended. On any error nothing changes.
 func (m *Model) Transaction(acks []AckItem, pushes []PushItem, requiredLeases []string, now time.Time) ([]AckResult, []PushResult, error) {

@@ -1,5 +1,6 @@
 // Package refmodel is the executable reference model of Queen's semantics:
-// the model document (../shared/seed, "The model in one page") and SPEC §3,
+// the contract of docs/semantics.md (its model, invariants and the rules of
+// §3; a § here and in this package is a section of that document),
 // written as plain Go over in-memory state, with no database and no import
 // of the engine. It is the oracle the engine's tests compare against, and
 // the most precise statement of what the engine must do.
@@ -8,14 +9,14 @@
 //
 //   - a queue is split into named partitions; each partition is a log of
 //     messages with offsets 0, 1, 2, … without gaps, stored as one segment per
-//     push per partition (SPEC §3.1);
-//   - dedup keys per partition, windowed (invariant 4, SPEC §3.2);
+//     push per partition (§3.1);
+//   - dedup keys per partition, windowed (invariant 4, §2.4 and §3.2);
 //   - subscriptions per (queue, group), remembered on the group's first pop
-//     (SPEC §3.3);
+//     (§3.3);
 //   - one cursor per (partition, group): committed, the highest offset ever
 //     handed out (delivered), the head's failed attempts, the head-alone flag
-//     and at most one lease (invariant 2, SPEC §3.3–3.5);
-//   - the dead-letter table (SPEC §3.6).
+//     and at most one lease (invariant 2, §2.2 and §3.3–3.5);
+//   - the dead-letter table (§3.6).
 //
 // There is no per-message delivery state here either: what the model knows
 // about consumption is the cursor.
@@ -30,7 +31,7 @@
 // left out), and the ids the engine generates (lease ids, transactionIds of
 // items pushed without one, the fresh id of a dead-letter retry).
 //
-// One more freedom: an expired lease is charged (SPEC §3.5: one failed
+// One more freedom: an expired lease is charged (§3.5.8: one failed
 // attempt of the head, exactly once) "whether noticed by the reaper or by the
 // next pop", and a wildcard pop may notice it on a partition it then does not
 // serve. Touch applies exactly that transition, so a test can follow an

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// QueueModeGroup is the group of consumers that name none (SPEC §3.3).
+// QueueModeGroup is the group of consumers that name none (§3.3.2).
 const QueueModeGroup = "__QUEUE_MODE__"
 
-// Option defaults (SPEC §3.2, §3.4, §3.5).
+// Option defaults (§3.7.4).
 const (
 	DefaultLeaseTime   = 300
 	DefaultRetryLimit  = 3
@@ -19,7 +19,7 @@ const (
 
 // Errors an operation returns; when it does, it changed nothing.
 var (
-	// ErrQueueFull: the push would take a queue beyond its maxSize (SPEC §3.7).
+	// ErrQueueFull: the push would take a queue beyond its maxSize (§3.7.5).
 	ErrQueueFull = errors.New("queue full")
 	// ErrNotFound: no such queue, partition or dead letter.
 	ErrNotFound = errors.New("not found")
@@ -80,7 +80,7 @@ type lease struct {
 	expires  time.Time
 }
 
-// cursor is the one row per (partition, group) of SPEC §3.3.
+// cursor is the one row per (partition, group) of §3.3.1.
 type cursor struct {
 	committed int64 // last completed offset, -1 = none
 	delivered int64 // highest offset ever handed out to the group
@@ -127,7 +127,7 @@ type subscription struct {
 
 type subKey struct{ queue, group string }
 
-// DeadLetter is a row of the dead-letter table (SPEC §3.6).
+// DeadLetter is a row of the dead-letter table (§3.6.1).
 type DeadLetter struct {
 	Queue, Partition string
 	Offset           int64
@@ -210,7 +210,7 @@ func (m *Model) part(queueName, name string) *partition {
 // configure
 
 // Configure creates the queue if needed and applies the options given
-// (SPEC §3.7: a partial update; omitted options keep their value).
+// (§3.7.4: a partial update; omitted options keep their value).
 func (m *Model) Configure(queueName string, p OptionsPatch) Options {
 	q := m.queue(queueName)
 	set := func(dst *int, v *int) {
@@ -233,7 +233,7 @@ func (m *Model) Configure(queueName string, p OptionsPatch) Options {
 }
 
 // ---------------------------------------------------------------------------
-// push (SPEC §3.1, §3.2)
+// push (§3.1, §3.2)
 
 // PushItem is one message to append. TxID is required: for an item the
 // client sent without one, pass the id the engine generated (UUIDv7,
@@ -320,7 +320,7 @@ func (m *Model) push(items []PushItem, now time.Time) ([]PushResult, error) {
 }
 
 // ---------------------------------------------------------------------------
-// subscriptions and cursors (SPEC §3.3)
+// subscriptions and cursors (§3.3)
 
 // Subscription modes of a pop.
 const (
@@ -388,7 +388,7 @@ func (m *Model) ensureCursor(q *queue, p *partition, group string) *cursor {
 }
 
 // ---------------------------------------------------------------------------
-// lease expiry (SPEC §3.5)
+// lease expiry (§3.5.8)
 
 // expire ends an expired lease: one failed attempt of the head message,
 // exactly once. Past retryLimit the head is dead-lettered; otherwise the
@@ -430,7 +430,7 @@ func (m *Model) deadLetter(q *queue, p *partition, group string, off int64, errT
 }
 
 // ---------------------------------------------------------------------------
-// pop (SPEC §3.4)
+// pop (§3.4)
 
 // PopRequest asks for a leased batch.
 type PopRequest struct {
@@ -603,7 +603,7 @@ func (m *Model) pop(req PopRequest, now time.Time) (PopResult, error) {
 			}
 			res.Messages = append(res.Messages, msgs...)
 		}
-		// Liveness (SPEC §3.4): a wildcard pop returns a message whenever
+		// Liveness (§3.4.3): a wildcard pop returns a message whenever
 		// one is deliverable, within its budget.
 		if len(served) < req.Partitions && len(res.Messages) < req.Batch {
 			probe := m.Clone()

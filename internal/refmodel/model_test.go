@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// The expected values below are read off the model document
-// (seed/000_239284a7edc62379.txt) and SPEC §3, never off this code.
+// The expected values below are read off docs/semantics.md (a § is one of
+// its sections), never off this code.
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
@@ -150,7 +150,7 @@ func TestWorkedExample(t *testing.T) {
 		}
 		f.advance(DefaultLeaseTime*time.Second + time.Second)
 		again := f.pop(PopRequest{Queue: "orders", Partition: "cust-42", Group: "billing", Batch: 10})
-		// SPEC §3.5: the expiry is one failed attempt of the head, which
+		// §3.5.8: the expiry is one failed attempt of the head, which
 		// then comes alone.
 		if !sameOffsets(offsetsOf(again.Messages), 3) || again.Messages[0].RetryCount != 1 {
 			t.Fatalf("after expiry got %+v, want offset 3 alone with retryCount 1", again.Messages)
@@ -158,7 +158,7 @@ func TestWorkedExample(t *testing.T) {
 	})
 }
 
-// SPEC §3.5's example and the rule's parts.
+// §3.5.3's example and the rule's parts.
 func TestAckRule(t *testing.T) {
 	span := func(t *testing.T) (*fixture, string) {
 		f := workedExample(t)
@@ -291,7 +291,7 @@ func TestAckRule(t *testing.T) {
 	})
 }
 
-// SPEC §3.5: no call ever commits past one of its own stop signals, whether
+// §3.5.3: no call ever commits past one of its own stop signals, whether
 // or not that signal is applied.
 func TestStaleFailedIsNeverACommit(t *testing.T) {
 	f := newFixture(t)
@@ -313,7 +313,7 @@ func TestStaleFailedIsNeverACommit(t *testing.T) {
 	}
 }
 
-// SPEC §3.5: after an expiry the head comes alone, and a message that
+// §3.5.8: after an expiry the head comes alone, and a message that
 // crashes consumers is dead-lettered on its (retryLimit+1)-th attempt with
 // no neighbour dead-lettered.
 func TestPoisonIsolation(t *testing.T) {
@@ -374,7 +374,7 @@ func TestAutoAck(t *testing.T) {
 	}
 }
 
-// SPEC §3.3: "new" starts at the head at subscription time, also on
+// §3.3.3: "new" starts at the head at subscription time, also on
 // partitions created later.
 func TestSubscriptionNew(t *testing.T) {
 	f := newFixture(t)
@@ -393,7 +393,7 @@ func TestSubscriptionNew(t *testing.T) {
 	}
 }
 
-// SPEC §3.7: maxSize counts messages that still exist.
+// §3.7.5: maxSize counts messages that still exist.
 func TestMaxSizeAfterRetention(t *testing.T) {
 	f := newFixture(t)
 	f.m.Configure("q", OptionsPatch{MaxSize: ptr[int64](5), Retention: ptr(10)})
@@ -411,7 +411,7 @@ func TestMaxSizeAfterRetention(t *testing.T) {
 	}
 }
 
-// SPEC §3.7: a subscribed group with no cursor yet counts from its start
+// §3.7.5: a subscribed group with no cursor yet counts from its start
 // for depth, and never holds back completedRetention.
 func TestLateSubscriber(t *testing.T) {
 	f := newFixture(t)
@@ -443,7 +443,7 @@ func TestLateSubscriber(t *testing.T) {
 	}
 }
 
-// SPEC §3.6: a retry re-pushes once and drops the row.
+// §3.6.3: a retry re-pushes once and drops the row.
 func TestDeadLetterRetry(t *testing.T) {
 	f := newFixture(t)
 	f.push("q", "p", 1)
@@ -461,7 +461,7 @@ func TestDeadLetterRetry(t *testing.T) {
 	}
 }
 
-// SPEC §3.4: a wildcard pop that leaves a deliverable partition out is a
+// §3.4.3: a wildcard pop that leaves a deliverable partition out is a
 // violation the model reports.
 func TestWildcardLiveness(t *testing.T) {
 	f := newFixture(t)
@@ -478,7 +478,7 @@ func TestWildcardLiveness(t *testing.T) {
 	}
 }
 
-// SPEC §3.7: a transaction applies once; a replay is refused and pushes
+// §3.7.1: a transaction applies once; a replay is refused and pushes
 // nothing.
 func TestTransactionOnce(t *testing.T) {
 	f := newFixture(t)

@@ -8,7 +8,7 @@ import (
 )
 
 // ---------------------------------------------------------------------------
-// seek (SPEC §3.7)
+// seek (§3.7.3)
 
 // SeekTarget says where a seek moves a group's cursors; exactly one is set.
 type SeekTarget struct {
@@ -62,7 +62,7 @@ func (m *Model) Seek(group, queueName string, t SeekTarget, now time.Time) (map[
 }
 
 // ---------------------------------------------------------------------------
-// dead letters (SPEC §3.6)
+// dead letters (§3.6)
 
 // DeadLetters returns the DLQ rows, oldest first.
 func (m *Model) DeadLetters() []DeadLetter { return append([]DeadLetter(nil), m.dlq...) }
@@ -114,7 +114,7 @@ func (m *Model) deleteDeadLetters(queueName, partitionName, txid, group string) 
 }
 
 // ---------------------------------------------------------------------------
-// reaper (SPEC §3.7)
+// reaper (§3.7.11)
 
 // ReapStats counts what a reaper pass did.
 type ReapStats struct {
@@ -230,7 +230,7 @@ func (m *Model) slowest(q *queue, p *partition, groups []string) int64 {
 // Depth is the number of a queue's stored messages that some subscribed
 // group has not consumed: per partition, the stored messages after the
 // slowest group's position (all stored messages when no group subscribes).
-// maxSize caps it (SPEC §3.7).
+// maxSize caps it (§3.7.5).
 func (m *Model) Depth(queueName string) int64 {
 	q := m.queues[queueName]
 	if q == nil {
@@ -305,7 +305,7 @@ func (m *Model) LastOffset(queueName, partitionName string) int64 {
 }
 
 // Lag is a group's lag on a queue: the sum over partitions of
-// lastOffset - position (SPEC §4: exact from offsets).
+// lastOffset - position (§3.3.4: exact from offsets).
 func (m *Model) Lag(group, queueName string) int64 {
 	var lag int64
 	for _, pn := range m.Partitions(queueName) {

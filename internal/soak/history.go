@@ -487,7 +487,8 @@ func (h *history) firstSentAfter(p *partState, t int64) int64 {
 	return int64(i)
 }
 
-// final holds the history against the final state (SPEC §3, §8, and the
+// final holds the history against the final state (docs/semantics.md §3
+// and §5, and the
 // retention rule of the soak; docs/testing.md):
 //
 //   - every group reads the queue and is drained (lag 0);

@@ -3,7 +3,7 @@ package soak
 import "github.com/queen-serverless/queen/internal/loadcheck"
 
 // modelCheck compares an applied ack's results for one partition with the
-// reference model's (loadcheck.ModelAck, SPEC §3.5), from the state the
+// reference model's (loadcheck.ModelAck, docs/semantics.md §3.5), from the state the
 // pop proves: the cursor just before the first delivered offset, the
 // head's attempts as its retryCount, the lease live. It returns "" when
 // they agree. (The chaos harness holds its acks to the model the same way.)
