@@ -510,7 +510,7 @@ func testReaper(t *testing.T, start func(env ...string) *emulator) {
 		t.Fatalf("pop: %v", err)
 	}
 	// The consumer died: its lease ran out a minute ago.
-	if _, err := env.Pool.Exec(ctx, `UPDATE queen.consumers SET lease_expires_at = now() - interval '1 minute' WHERE lease_id IS NOT NULL`); err != nil {
+	if err := pgstoretest.ExpireLeases(ctx, env.Pool, ""); err != nil {
 		t.Fatal(err)
 	}
 	fn := start("DATABASE_URL=" + env.URL)

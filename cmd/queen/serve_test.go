@@ -133,7 +133,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `UPDATE queen.consumers SET lease_expires_at = now() - interval '1 minute' WHERE lease_id = $1`, pop.LeaseID); err != nil {
+	if err := pgstoretest.ExpireLeases(ctx, conn, pop.LeaseID); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

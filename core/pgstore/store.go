@@ -1249,9 +1249,12 @@ func (s *Store) Reap(ctx context.Context, req queen.ReapRequest) (queen.ReapStat
 		}
 		var next []string
 		for _, kind := range pending {
+			// Rows is what the batch took, which can be more than it did
+			// (N): a short batch has caught up.
 			var r struct {
 				N    int `json:"n"`
 				Dead int `json:"dead"`
+				Rows int `json:"rows"`
 			}
 			err := s.call(ctx, "reap "+kind, sqlReapStep, &r, s.now(), kind, batch,
 				s.cfg.DefaultRetentionSeconds, s.cfg.DefaultCompletedRetentionSeconds)
@@ -1270,7 +1273,7 @@ func (s *Store) Reap(ctx context.Context, req queen.ReapRequest) (queen.ReapStat
 			case "completed":
 				st.SegmentsCompleted += r.N
 			}
-			if r.N >= batch {
+			if r.Rows >= batch {
 				next = append(next, kind)
 			}
 		}

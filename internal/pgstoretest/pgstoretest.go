@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queen-serverless/queen/core/config"
@@ -108,4 +109,23 @@ func newEnv(t testing.TB) *Env {
 	}
 	t.Cleanup(pool.Close)
 	return &Env{Pool: pool, URL: url}
+}
+
+// Execer is what ExpireLeases needs of a connection or pool.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// ExpireLeases makes the lease leaseID ("": every lease) run out a minute
+// ago, as if its consumer had died: in its cursors, and in queen.leases,
+// where the reaper looks for expired leases.
+func ExpireLeases(ctx context.Context, db Execer, leaseID string) error {
+	_, err := db.Exec(ctx, `
+		WITH c AS (
+			UPDATE queen.consumers SET lease_expires_at = now() - interval '1 minute'
+			WHERE lease_id IS NOT NULL AND ($1 = '' OR lease_id::text = $1)
+		)
+		UPDATE queen.leases SET expires_at = now() - interval '1 minute'
+		WHERE $1 = '' OR lease_id::text = $1`, leaseID)
+	return err
 }

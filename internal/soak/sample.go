@@ -27,6 +27,12 @@ type Relation struct {
 	// n_live_tup of a table.
 	DeadTuples int64 `json:"deadTuples,omitempty"`
 	LiveTuples int64 `json:"liveTuples,omitempty"`
+	// Updates and HotUpdates are a table's updates so far, and those that
+	// were HOT (no index touched, the page's own space reused);
+	// Vacuums counts its vacuums, manual and automatic.
+	Updates    int64 `json:"updates,omitempty"`
+	HotUpdates int64 `json:"hotUpdates,omitempty"`
+	Vacuums    int64 `json:"vacuums,omitempty"`
 	// Stale: the size could not be read (a lock held it up past the
 	// sampler's lock_timeout); the last size read is shown.
 	Stale bool `json:"stale,omitempty"`
@@ -111,7 +117,8 @@ WITH RECURSIVE rels AS (
     SELECT i.inhrelid FROM pg_inherits i JOIN rels r ON i.inhparent = r.oid
 )
 SELECT c.oid::bigint, c.relname::text, c.relkind::text, coalesce(t.relname::text, ''),
-       coalesce(s.n_dead_tup, 0), coalesce(s.n_live_tup, 0)
+       coalesce(s.n_dead_tup, 0), coalesce(s.n_live_tup, 0), coalesce(s.n_tup_upd, 0),
+       coalesce(s.n_tup_hot_upd, 0), coalesce(s.vacuum_count + s.autovacuum_count, 0)
 FROM rels JOIN pg_class c ON c.oid = rels.oid
 LEFT JOIN pg_index x ON x.indexrelid = c.oid
 LEFT JOIN pg_class t ON t.oid = x.indrelid
@@ -133,7 +140,8 @@ func (s *sizer) read(ctx context.Context) ([]Relation, int64, error) {
 	for rows.Next() {
 		var r rel
 		var kind string
-		if err := rows.Scan(&r.oid, &r.Name, &kind, &r.Table, &r.DeadTuples, &r.LiveTuples); err != nil {
+		if err := rows.Scan(&r.oid, &r.Name, &kind, &r.Table, &r.DeadTuples, &r.LiveTuples, &r.Updates,
+			&r.HotUpdates, &r.Vacuums); err != nil {
 			return nil, 0, err
 		}
 		r.Kind = "table"
@@ -169,7 +177,7 @@ func (s *sizer) read(ctx context.Context) ([]Relation, int64, error) {
 			}
 		}
 		if r.Kind == "index" {
-			r.DeadTuples, r.LiveTuples = 0, 0
+			r.DeadTuples, r.LiveTuples, r.Updates, r.HotUpdates, r.Vacuums = 0, 0, 0, 0, 0
 		}
 		seen[r.Name] = r.Relation
 		out = append(out, r.Relation)

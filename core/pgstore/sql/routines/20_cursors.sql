@@ -57,6 +57,7 @@ BEGIN
     IF cr.lease_id IS NULL THEN
         RETURN 'none';
     END IF;
+    DELETE FROM queen.leases WHERE lease_id = cr.lease_id AND partition_id = p_pid AND group_name = p_group;
     v_num := (SELECT p.num FROM queen.partitions p WHERE p.id = p_pid);
     IF queen._txid_at(v_num, cr.committed + 1) IS NULL THEN
         -- The head was removed by retention: nothing to charge; the cursor

@@ -172,7 +172,8 @@ BEGIN
 END
 $fn$;
 
--- _claim_take commits (autoAck) or leases the claimed span up to p_end.
+-- _claim_take commits (autoAck) or leases the claimed span up to p_end;
+-- a lease gets its row in queen.leases (migration 0019).
 CREATE OR REPLACE FUNCTION queen._claim_take(q queen.queues, p_pid uuid, p_group text, p_end bigint,
                                               p_auto boolean, p_lease uuid, p_worker text, p_now timestamptz)
 RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
@@ -188,6 +189,8 @@ BEGIN
             lease_expires_at = p_now + make_interval(secs => q.lease_time),
             worker_id = p_worker, updated_at = p_now
         WHERE partition_id = p_pid AND group_name = p_group;
+        INSERT INTO queen.leases (lease_id, partition_id, group_name, expires_at)
+        VALUES (p_lease, p_pid, p_group, p_now + make_interval(secs => q.lease_time));
     END IF;
 END
 $fn$;

@@ -521,6 +521,9 @@ BEGIN
                         ELSE retry_at END,
         updated_at = v_now
     WHERE partition_id = p_pid AND group_name = p_grp;
+    IF v_released THEN
+        DELETE FROM queen.leases WHERE lease_id = cr.lease_id AND partition_id = p_pid AND group_name = p_grp;
+    END IF;
     IF cr.retry_at IS NOT NULL AND (sg.stop_applied OR v_committed > cr.committed) THEN
         -- the hold ended with the cursor's move, or a new one replaced
         -- it (possibly shorter, after retryDelay was lowered)
@@ -577,13 +580,16 @@ BEGIN
     -- in one fixed order before anything is checked.
     PERFORM 1 FROM queen.consumers c
     WHERE (c.partition_id, c.group_name) IN (SELECT (i->>'partitionId')::uuid, i->>'group'
-                                             FROM json_array_elements(p_acks) i)
-       OR c.lease_id = ANY (p_leases)
+                                             FROM json_array_elements(p_acks) i
+                                             UNION ALL
+                                             SELECT l.partition_id, l.group_name FROM queen.leases l
+                                             WHERE l.lease_id = ANY (p_leases))
     ORDER BY c.partition_id, c.group_name
     FOR NO KEY UPDATE;
-    SELECT l INTO v_lease FROM unnest(p_leases) l
-    WHERE NOT EXISTS (SELECT 1 FROM queen.consumers c
-                      WHERE c.lease_id = l AND c.lease_expires_at > v_now)
+    SELECT r INTO v_lease FROM unnest(p_leases) r
+    WHERE NOT EXISTS (SELECT 1 FROM queen.leases l
+                      JOIN queen.consumers c ON c.partition_id = l.partition_id AND c.group_name = l.group_name
+                      WHERE l.lease_id = r AND c.lease_id = r AND c.lease_expires_at > v_now)
     LIMIT 1;
     IF v_lease IS NOT NULL THEN
         RETURN json_build_object('ok', false, 'code', 'conflict',
@@ -612,20 +618,29 @@ DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_exp timestamptz;
 BEGIN
+    -- queen.leases finds the lease's cursors; each cursor is the truth.
     WITH u AS (
         UPDATE queen.consumers c
         SET lease_expires_at = greatest(c.lease_expires_at,
                                         v_now + make_interval(secs => coalesce(nullif(p_seconds, 0), q.lease_time))),
             updated_at = v_now
-        FROM queen.queues q
-        WHERE c.lease_id = p_lease AND c.lease_expires_at > v_now AND q.id = c.queue_id
-        RETURNING c.lease_expires_at
+        FROM queen.leases l, queen.queues q
+        WHERE l.lease_id = p_lease AND c.partition_id = l.partition_id AND c.group_name = l.group_name
+          AND c.lease_id = p_lease AND c.lease_expires_at > v_now AND q.id = c.queue_id
+        RETURNING c.partition_id, c.group_name, c.lease_expires_at
+    ),
+    l AS (
+        UPDATE queen.leases l SET expires_at = u.lease_expires_at
+        FROM u
+        WHERE l.lease_id = p_lease AND l.partition_id = u.partition_id AND l.group_name = u.group_name
     )
     SELECT max(lease_expires_at) INTO v_exp FROM u;
     IF v_exp IS NOT NULL THEN
         RETURN json_build_object('expiresAt', v_exp);
     END IF;
-    IF EXISTS (SELECT 1 FROM queen.consumers WHERE lease_id = p_lease) THEN
+    IF EXISTS (SELECT 1 FROM queen.leases l
+               JOIN queen.consumers c ON c.partition_id = l.partition_id AND c.group_name = l.group_name
+               WHERE l.lease_id = p_lease AND c.lease_id = p_lease) THEN
         RAISE EXCEPTION 'lease % has expired', p_lease USING ERRCODE = 'QN409';
     END IF;
     RAISE EXCEPTION 'lease % not found', p_lease USING ERRCODE = 'QN404';

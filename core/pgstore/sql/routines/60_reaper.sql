@@ -73,34 +73,76 @@ END
 $fn$;
 
 -- _reap_leases expires up to p_limit leases past their expiry, counting
--- the attempt (the head is dead-lettered once past its retryLimit).
--- Returns {n, dead}. Leases another transaction holds are skipped. The
--- common case — the head is there and has attempts left — is one UPDATE
--- for the whole batch, doing what _expire does for it; the others (a head
--- to dead-letter, or one retention removed) go through _expire one by one.
+-- the attempt (the head is dead-lettered once past its retryLimit). It
+-- takes the due rows of queen.leases, oldest first: a row whose cursor
+-- still holds its lease is expired; a stale one (the cursor was acked,
+-- sought or deleted since) is deleted; one whose lease was extended
+-- behind its back is given the cursor's expiry. Returns {n, dead, rows}:
+-- leases expired, heads dead-lettered, and rows done (a batch that comes
+-- back short has caught up). Cursors another transaction holds are
+-- skipped, and with them their rows. The common case — the head is there
+-- and has attempts left — is one UPDATE for the whole batch, doing what
+-- _expire does for it; the others (a head to dead-letter, or one
+-- retention removed) go through _expire one by one.
 -- Its statements are planned on every call (force_custom_plan): a batch
 -- is thousands of rows, the planning a fraction of a millisecond, and a
--- generic plan kept from a moment when the consumers table looked empty
--- (after queues were deleted) would join it row by row with scans.
+-- generic plan kept from a moment when the tables looked empty (after
+-- queues were deleted) would join them row by row with scans.
 CREATE OR REPLACE FUNCTION queen._reap_leases(p_now timestamptz, p_limit int)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
 DECLARE
+    v_leases uuid[];
     v_pids   uuid[];
     v_groups text[];
     lk       record;
     v_n      int := 0;
     v_dead   int := 0;
+    v_rows   int := 0;
+    v_other  int;
 BEGIN
+    SELECT coalesce(array_agg(l.lease_id), '{}'), coalesce(array_agg(l.partition_id), '{}'),
+           coalesce(array_agg(l.group_name), '{}')
+    INTO v_leases, v_pids, v_groups
+    FROM (SELECT lease_id, partition_id, group_name FROM queen.leases
+          WHERE expires_at <= p_now
+          ORDER BY expires_at
+          LIMIT p_limit) l;
+    IF cardinality(v_leases) = 0 THEN
+        RETURN json_build_object('n', 0, 'dead', 0, 'rows', 0);
+    END IF;
+
+    -- Stale rows go, and rows behind an extended lease catch up with it.
+    DELETE FROM queen.leases l
+    USING unnest(v_leases, v_pids, v_groups) AS u(lease, pid, grp)
+    WHERE l.lease_id = u.lease AND l.partition_id = u.pid AND l.group_name = u.grp
+      AND NOT EXISTS (SELECT 1 FROM queen.consumers c
+                      WHERE c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease);
+    GET DIAGNOSTICS v_other = ROW_COUNT;
+    v_rows := v_other;
+    UPDATE queen.leases l SET expires_at = c.lease_expires_at
+    FROM unnest(v_leases, v_pids, v_groups) AS u(lease, pid, grp), queen.consumers c
+    WHERE l.lease_id = u.lease AND l.partition_id = u.pid AND l.group_name = u.grp
+      AND c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease
+      AND c.lease_expires_at > p_now;
+    GET DIAGNOSTICS v_other = ROW_COUNT;
+    v_rows := v_rows + v_other;
+
+    -- The cursors whose lease has expired, locked.
     SELECT coalesce(array_agg(c.partition_id), '{}'), coalesce(array_agg(c.group_name), '{}')
     INTO v_pids, v_groups
-    FROM (SELECT partition_id, group_name FROM queen.consumers
-          WHERE lease_id IS NOT NULL AND lease_expires_at <= p_now
-          ORDER BY lease_expires_at
-          LIMIT p_limit
-          FOR UPDATE SKIP LOCKED) c;
+    FROM (SELECT c.partition_id, c.group_name
+          FROM unnest(v_leases, v_pids, v_groups) AS u(lease, pid, grp)
+          JOIN queen.consumers c ON c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease
+          WHERE c.lease_expires_at <= p_now
+          FOR UPDATE OF c SKIP LOCKED) c;
     IF cardinality(v_pids) = 0 THEN
-        RETURN json_build_object('n', 0, 'dead', 0);
+        RETURN json_build_object('n', 0, 'dead', 0, 'rows', v_rows);
     END IF;
+    v_rows := v_rows + cardinality(v_pids);
+    DELETE FROM queen.leases l
+    USING unnest(v_pids, v_groups) AS u(pid, grp), queen.consumers c
+    WHERE c.partition_id = u.pid AND c.group_name = u.grp
+      AND l.lease_id = c.lease_id AND l.partition_id = u.pid AND l.group_name = u.grp;
 
     UPDATE queen.consumers c
     SET attempts = c.attempts + 1, head_only = true, batch_end = NULL, lease_id = NULL,
@@ -131,7 +173,7 @@ BEGIN
             ELSE NULL;
         END CASE;
     END LOOP;
-    RETURN json_build_object('n', v_n, 'dead', v_dead);
+    RETURN json_build_object('n', v_n, 'dead', v_dead, 'rows', v_rows);
 END
 $fn$;
 
@@ -166,23 +208,25 @@ $fn$;
 -- 'dedup' prunes dedup keys, 'retention' and 'completed' apply the two
 -- retention windows, with the deployment's defaults p_keep and
 -- p_keep_completed for queues that set none (see retention_keep). Returns
--- {n, dead}: the rows done (a short batch means the kind has caught up)
--- and the heads dead-lettered. The reaper calls it kind after kind until
+-- {n, dead, rows}: the rows done, the heads dead-lettered, and the rows
+-- the batch took (more than n when leases finds stale rows); a batch that
+-- took fewer than p_limit means the kind has caught up. The reaper calls it kind after kind until
 -- each has caught up or its time is up.
 CREATE OR REPLACE FUNCTION queen.reap_step(p_now timestamptz, p_kind text, p_limit int,
                                            p_keep int, p_keep_completed int)
 RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_n   int;
 BEGIN
     CASE p_kind
         WHEN 'leases' THEN RETURN queen._reap_leases(v_now, p_limit);
-        WHEN 'dedup' THEN RETURN json_build_object('n', queen._reap_dedup(v_now, p_limit), 'dead', 0);
-        WHEN 'retention' THEN RETURN json_build_object('n', queen._reap_segments(v_now, p_limit, false, p_keep), 'dead', 0);
-        WHEN 'completed' THEN
-            RETURN json_build_object('n', queen._reap_segments(v_now, p_limit, true, p_keep_completed), 'dead', 0);
+        WHEN 'dedup' THEN v_n := queen._reap_dedup(v_now, p_limit);
+        WHEN 'retention' THEN v_n := queen._reap_segments(v_now, p_limit, false, p_keep);
+        WHEN 'completed' THEN v_n := queen._reap_segments(v_now, p_limit, true, p_keep_completed);
         ELSE RAISE EXCEPTION 'reap_step: unknown kind %', p_kind USING ERRCODE = '22023';
     END CASE;
+    RETURN json_build_object('n', v_n, 'dead', 0, 'rows', v_n);
 END
 $fn$;
 
@@ -196,8 +240,7 @@ DECLARE
 BEGIN
     RETURN json_build_object(
         'leases', (SELECT count(*) FROM (
-            SELECT 1 FROM queen.consumers
-            WHERE lease_id IS NOT NULL AND lease_expires_at <= v_now LIMIT p_cap) c),
+            SELECT 1 FROM queen.leases WHERE expires_at <= v_now LIMIT p_cap) l),
         'dedup', (SELECT count(*) FROM (
             SELECT 1 FROM queen.dedup d
             WHERE d.created_at <= v_now - make_interval(secs => (SELECT coalesce(max(x.dedup_window), 0) FROM queen.queues x))
