@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -20,9 +21,9 @@ func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, e
 	if err != nil {
 		return nil, err
 	}
-	// ack_v3 reads the items as arrays in input order, NULL for no lease
-	// or error (as ackArg leaves them out of the JSON of transact).
-	// The partitions and leases go as uuid[] (binary: 16 bytes each).
+	// The partitions and leases go as uuid[] (binary: 16 bytes each);
+	// no lease or error is NULL (as ackArg leaves them out of the JSON
+	// of transact).
 	n := len(acks)
 	groups, txids, statuses := make([]string, n), make([]string, n), make([]string, n)
 	pids, leases, errs := make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]*string, n)
@@ -40,11 +41,11 @@ func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, e
 			errs[i] = &acks[i].Error
 		}
 	}
-	var r ackV2Reply
-	err = s.retry(ctx, "ack", func() error {
-		r = ackV2Reply{}
-		return s.row(ctx, stmtAck, []any{pids, groups, txids, statuses, leases, errs, s.now()}, &r.OK, &r.Offsets,
-			&r.Queues, &r.Partitions, &r.Results, &r.DLQs, &r.Committed, &r.Released, &r.Errors, &r.Codes)
+	var r ackArrays
+	err = s.retry(ctx, "ack", func() (err error) {
+		r, err = stmtAck.run(ctx, s, ackParams{PIDs: pids, Groups: groups, TxIDs: txids, Statuses: statuses,
+			Leases: leases, Errors: errs, Now: s.now()})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -52,19 +53,36 @@ func (s *Store) Ack(ctx context.Context, acks []queen.Ack) ([]queen.AckResult, e
 	return r.render(acks)
 }
 
-// ackV2Reply is what ack_v3 (and ack_v2) returns: per item, in input order, its outcome
-// as parallel arrays (only Errors and Codes when OK is false).
-type ackV2Reply struct {
-	OK                                  bool
-	Offsets, Committed                  []*int64
-	Queues, Partitions, Results, Errors []string
-	Codes                               []string
-	DLQs, Released                      []bool
+// ackParams and ackArrays are queen.ack_v3's parameters and result (see
+// typedStmt): the items as arrays in input order, NULL for no lease or
+// error; per item its outcome, in input order, as parallel arrays (only
+// Errors and Codes when OK is false).
+type ackParams struct {
+	PIDs     []pgtype.UUID `pg:"p_pids,uuid[]"`
+	Groups   []string      `pg:"p_grps,text[]"`
+	TxIDs    []string      `pg:"p_txids,text[]"`
+	Statuses []string      `pg:"p_statuses,text[]"`
+	Leases   []pgtype.UUID `pg:"p_leases,uuid[]"`
+	Errors   []*string     `pg:"p_errs,text[]"`
+	Now      *time.Time    `pg:"p_now,timestamptz"`
+}
+
+type ackArrays struct {
+	OK         bool     `pg:"ok,boolean"`
+	Offsets    []*int64 `pg:"offs,bigint[]"`
+	Queues     []string `pg:"queues,text[]"`
+	Partitions []string `pg:"partitions,text[]"`
+	Results    []string `pg:"results,text[]"`
+	DLQs       []bool   `pg:"dlqs,boolean[]"`
+	Committed  []*int64 `pg:"committed,bigint[]"`
+	Released   []bool   `pg:"released,boolean[]"`
+	Errors     []string `pg:"errors,text[]"`
+	Codes      []string `pg:"codes,text[]"`
 }
 
 // render returns the results of acks as the reply gives them, and the
 // error of a rejected call.
-func (r *ackV2Reply) render(acks []queen.Ack) ([]queen.AckResult, error) {
+func (r *ackArrays) render(acks []queen.Ack) ([]queen.AckResult, error) {
 	n := len(acks)
 	lens := []int{len(r.Offsets), len(r.Queues), len(r.Partitions), len(r.Results), len(r.DLQs), len(r.Committed),
 		len(r.Released)}

@@ -29,22 +29,33 @@ type popArg struct {
 	Keys       []string   `json:"keys,omitempty"` // references of the keys the store holds
 }
 
-// popReply is what pop_v2 returns: the lease and, per message in delivery
-// order, its fields as parallel arrays.
-type popReply struct {
-	LeaseID                           *string
-	LeaseExpiresAt                    *time.Time
-	PIDs, Partitions, TxIDs, Payloads []string
-	Offsets                           []int64
-	KeyIDs, TraceIDs, ProducerSubs    []*string
-	CreatedAts                        []time.Time
-	Retries                           []int32
+// popParams and popRow are queen.pop_v2's parameters and result (see
+// typedStmt): the request's JSON (popArg) and the time; the lease and,
+// per message in delivery order, its fields as parallel arrays.
+type popParams struct {
+	Request string     `pg:"p_req,json"`
+	Now     *time.Time `pg:"p_now,timestamptz"`
+}
+
+type popRow struct {
+	LeaseID        *string     `pg:"lease_id,text"`
+	LeaseExpiresAt *time.Time  `pg:"lease_expires_at,timestamptz"`
+	PIDs           []string    `pg:"pids,text[]"`
+	Partitions     []string    `pg:"pnames,text[]"`
+	Offsets        []int64     `pg:"offs,bigint[]"`
+	TxIDs          []string    `pg:"txids,text[]"`
+	Payloads       []string    `pg:"payloads,text[]"`
+	KeyIDs         []*string   `pg:"key_ids,text[]"`
+	TraceIDs       []*string   `pg:"trace_ids,text[]"`
+	ProducerSubs   []*string   `pg:"producer_subs,text[]"`
+	CreatedAts     []time.Time `pg:"created_ats,timestamptz[]"`
+	Retries        []int32     `pg:"retries,integer[]"`
 }
 
 // messages renders the reply's messages for openMessages: a payload is
 // its stored text (compact JSON), a sealed one a JSON string of its base64
 // text.
-func (r *popReply) messages(queue string) ([]sealedMessage, error) {
+func (r *popRow) messages(queue string) ([]sealedMessage, error) {
 	n := len(r.Offsets)
 	for _, l := range []int{len(r.PIDs), len(r.Partitions), len(r.TxIDs), len(r.Payloads), len(r.KeyIDs),
 		len(r.TraceIDs), len(r.ProducerSubs), len(r.CreatedAts), len(r.Retries)} {
@@ -94,15 +105,13 @@ func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult,
 		a.Mode = "from"
 		a.From = &req.From
 	}
-	var reply popReply
+	var reply popRow
 	for {
 		a.Keys = s.keyRefs()
 		arg, _ := jsonArg(a)
-		err = s.retry(ctx, "pop", func() error {
-			reply = popReply{}
-			return s.row(ctx, stmtPop, []any{arg, s.now()}, &reply.LeaseID, &reply.LeaseExpiresAt, &reply.PIDs,
-				&reply.Partitions, &reply.Offsets, &reply.TxIDs, &reply.Payloads, &reply.KeyIDs, &reply.TraceIDs,
-				&reply.ProducerSubs, &reply.CreatedAts, &reply.Retries)
+		err = s.retry(ctx, "pop", func() (err error) {
+			reply, err = stmtPop.run(ctx, s, popParams{Request: arg, Now: s.now()})
+			return err
 		})
 		var missing *keyMissing
 		if !errors.As(err, &missing) || s.loadedRing() != nil {

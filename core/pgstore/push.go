@@ -43,6 +43,58 @@ func onePartition(args []pushArg) bool {
 	return len(args) > 0
 }
 
+// pushParams and pushRow are queen.push_v3's parameters and result (see
+// typedStmt): per item its queue, partition and pushCols; per item its
+// partition's id and number, the push's time there, whether it was
+// stored, its offset and its stored transactionId.
+type pushParams struct {
+	Queues     []string   `pg:"p_qn,text[]"`
+	Partitions []string   `pg:"p_pn,text[]"`
+	Payloads   []string   `pg:"p_payloads,text[]"`
+	TxIDs      []*string  `pg:"p_txids,text[]"`
+	Traces     []*string  `pg:"p_traces,text[]"`
+	Subs       []*string  `pg:"p_producer_subs,text[]"`
+	Keys       []*string  `pg:"p_key_ids,text[]"`
+	Now        *time.Time `pg:"p_now,timestamptz"`
+	Seed       int64      `pg:"p_seed,bigint"`
+}
+
+type pushRow struct {
+	PIDs       []string    `pg:"partition_ids,text[]"`
+	Nums       []int64     `pg:"part_nums,bigint[]"`
+	CreatedAts []time.Time `pg:"created_ats,timestamptz[]"`
+	Fresh      []bool      `pg:"fresh,boolean[]"`
+	Offsets    []int64     `pg:"offsets,bigint[]"`
+	TxIDs      []*string   `pg:"txids,text[]"`
+}
+
+// pushOneParams and pushOneRow are queen.push_partition_v2's parameters
+// and result (see typedStmt): the partition and pushCols; the partition's
+// id, the push's time there, its number, and per item whether it was
+// stored, its offset and its stored transactionId, or only the first
+// offset (see pushPartition).
+type pushOneParams struct {
+	Queue     string     `pg:"p_queue,text"`
+	Partition string     `pg:"p_partition,text"`
+	TxIDs     []*string  `pg:"p_txids,text[]"`
+	Payloads  []string   `pg:"p_payloads,text[]"`
+	Traces    []*string  `pg:"p_trace_ids,text[]"`
+	Sub       *string    `pg:"p_producer_sub,text"`
+	Key       *string    `pg:"p_key_id,text"`
+	Now       *time.Time `pg:"p_now,timestamptz"`
+	Seed      int64      `pg:"p_seed,bigint"`
+}
+
+type pushOneRow struct {
+	PID       string    `pg:"partition_id,text"`
+	CreatedAt time.Time `pg:"created_at,timestamptz"`
+	Num       int64     `pg:"part_num,bigint"`
+	First     *int64    `pg:"first_offset,bigint"`
+	Fresh     []bool    `pg:"fresh,boolean[]"`
+	Offsets   []int64   `pg:"offsets,bigint[]"`
+	TxIDs     []*string `pg:"txids,text[]"`
+}
+
 // pushPartitions pushes items that span partitions through push_v3: the
 // items go as arrays (pushColumns, with each item's queue and partition)
 // with the seed of the ids the push generates; per item come back its
@@ -59,22 +111,17 @@ func (s *Store) pushPartitions(ctx context.Context, args []pushArg) ([]queen.Pus
 	for i, a := range args {
 		queues[i], parts[i] = a.Queue, a.Partition
 	}
-	var (
-		pids    []string
-		nums    []int64
-		created []time.Time
-		fresh   []bool
-		offsets []int64
-		ids     []*string
-		seed    = rand.Int64() // the generated ids' digits: they guard nothing
-	)
-	err = s.retry(ctx, "push", func() error {
-		return s.row(ctx, stmtPush, []any{queues, parts, c.payloads, c.txids, c.traces, c.subs, c.keys, s.now(), seed},
-			&pids, &nums, &created, &fresh, &offsets, &ids)
+	seed := rand.Int64() // the generated ids' digits: they guard nothing
+	var r pushRow
+	err = s.retry(ctx, "push", func() (err error) {
+		r, err = stmtPush.run(ctx, s, pushParams{Queues: queues, Partitions: parts, Payloads: c.payloads,
+			TxIDs: c.txids, Traces: c.traces, Subs: c.subs, Keys: c.keys, Now: s.now(), Seed: seed})
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	pids, nums, created, fresh, offsets, ids := r.PIDs, r.Nums, r.CreatedAts, r.Fresh, r.Offsets, r.TxIDs
 	for _, n := range []int{len(pids), len(nums), len(created), len(fresh), len(offsets)} {
 		if n != len(args) {
 			return nil, fmt.Errorf("push: %d results for %d items", n, len(args))
@@ -199,23 +246,17 @@ func (s *Store) pushPartition(ctx context.Context, args []pushArg) ([]queen.Push
 	if err != nil {
 		return nil, err
 	}
-	var (
-		pid     string
-		created time.Time
-		num     int64
-		first   *int64
-		fresh   []bool
-		offsets []int64
-		ids     []*string
-		seed    = rand.Int64() // the generated ids' digits: they guard nothing
-	)
-	err = s.retry(ctx, "push", func() error {
-		return s.row(ctx, stmtPushOne, []any{args[0].Queue, args[0].Partition, c.txids, c.payloads, c.traces, c.sub,
-			c.key, s.now(), seed}, &pid, &created, &num, &first, &fresh, &offsets, &ids)
+	seed := rand.Int64() // the generated ids' digits: they guard nothing
+	var r pushOneRow
+	err = s.retry(ctx, "push", func() (err error) {
+		r, err = stmtPushOne.run(ctx, s, pushOneParams{Queue: args[0].Queue, Partition: args[0].Partition,
+			TxIDs: c.txids, Payloads: c.payloads, Traces: c.traces, Sub: c.sub, Key: c.key, Now: s.now(), Seed: seed})
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	pid, created, num, first, fresh, offsets, ids := r.PID, r.CreatedAt, r.Num, r.First, r.Fresh, r.Offsets, r.TxIDs
 	consecutive := fresh == nil && offsets == nil // all stored, at the next offsets
 	if consecutive {
 		if first == nil {

@@ -6,22 +6,30 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// TypedColumn is a typed statement's parameter or result column: its
+// name and SQL type.
+type TypedColumn struct{ Name, Type string }
+
 // TypedStatement is a typed statement as the external tests see it.
 type TypedStatement struct {
-	SQL             string
-	Params, Results []uint32
+	Routine, SQL    string
+	Params, Columns []TypedColumn
+	ParamOIDs       []uint32
 }
 
-// TypedStatements lists the statements sent with their types written in
-// typed.go, by name.
-func TypedStatements() map[string]TypedStatement {
-	out := map[string]TypedStatement{}
-	for name, st := range typedStmts {
-		t := TypedStatement{SQL: st.sql, Params: st.sd.ParamOIDs}
-		for _, f := range st.sd.Fields {
-			t.Results = append(t.Results, f.DataTypeOID)
+// TypedStatements lists the typed statements, as declared.
+func TypedStatements() []TypedStatement {
+	var out []TypedStatement
+	for _, sh := range typedShapes() {
+		t := TypedStatement{Routine: sh.routine, SQL: sh.sql}
+		for _, c := range sh.params {
+			t.Params = append(t.Params, TypedColumn{c.name, c.typ})
+			t.ParamOIDs = append(t.ParamOIDs, typeOID(c.typ))
 		}
-		out[name] = t
+		for _, c := range sh.columns {
+			t.Columns = append(t.Columns, TypedColumn{c.name, c.typ})
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -15,10 +14,12 @@ import (
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
-// The statements the store sends with binary parameters and results
-// declare their types in Go; a wrong one would send bytes the server reads
-// as another type, or decode a reply as the wrong one. Each declaration
-// must be what the server itself gives the statement.
+// The statements the store sends with binary parameters and results are
+// declared in Go (typedStmt): a wrong declaration would send bytes the
+// server reads as another type, or decode a reply as the wrong one, or
+// leave a column the routine returns unread. Each must be the routine the
+// server has: its parameters in order, by name and type; its result
+// columns, every one, by name and type (a uuid may be read as text).
 func TestTypedStatements(t *testing.T) {
 	env := pgstoretest.NewClocked(t)
 	ctx := context.Background()
@@ -31,26 +32,89 @@ func TestTypedStatements(t *testing.T) {
 	if len(stmts) == 0 {
 		t.Fatal("no typed statements")
 	}
-	for name, st := range stmts {
-		sd, err := conn.Conn().PgConn().Prepare(ctx, "", st.SQL, nil) // the unnamed statement, types inferred
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+	oid := func(typ string) uint32 {
+		var o uint32
+		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", typ).Scan(&o); err != nil {
+			t.Fatalf("type %s: %v", typ, err)
 		}
-		if len(sd.ParamOIDs) != len(st.Params) {
-			t.Errorf("%s: %d parameters declared, the server has %d", name, len(st.Params), len(sd.ParamOIDs))
-		} else {
-			for i, oid := range st.Params {
-				if oid != 0 && oid != sd.ParamOIDs[i] {
-					t.Errorf("%s: parameter $%d declared type %d, the server's is %d", name, i+1, oid, sd.ParamOIDs[i])
-				}
+		return o
+	}
+	readAs := map[[2]uint32]bool{ // the routine's type, the declared one
+		{oid("uuid"), oid("text")}: true, {oid("uuid[]"), oid("text[]")}: true}
+	for _, st := range stmts {
+		rows, err := conn.Query(ctx, `
+			SELECT a.name, a.mode::text, a.typ
+			FROM pg_proc p
+			CROSS JOIN LATERAL unnest(coalesce(p.proallargtypes, p.proargtypes::oid[]), p.proargnames,
+			                          coalesce(p.proargmodes, array_fill('i'::"char", ARRAY[p.pronargs])))
+			                   WITH ORDINALITY AS a(typ, name, mode, ord)
+			WHERE p.oid = to_regproc($1)
+			ORDER BY a.ord`, st.Routine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type arg struct {
+			name string
+			typ  uint32
+		}
+		var in []arg
+		out := map[string]uint32{}
+		for rows.Next() {
+			var a arg
+			var mode string
+			if err := rows.Scan(&a.name, &mode, &a.typ); err != nil {
+				t.Fatal(err)
+			}
+			switch mode {
+			case "i":
+				in = append(in, a)
+			case "o", "t":
+				out[a.name] = a.typ
+			default:
+				t.Errorf("%s: parameter %s has mode %s", st.Routine, a.name, mode)
 			}
 		}
-		got := make([]uint32, len(sd.Fields))
-		for i, f := range sd.Fields {
-			got[i] = f.DataTypeOID
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
 		}
-		if !slices.Equal(got, st.Results) {
-			t.Errorf("%s: result types declared %v, the server's are %v", name, st.Results, got)
+		if len(in) == 0 && len(out) == 0 {
+			t.Errorf("%s: no such routine (or more than one)", st.Routine)
+			continue
+		}
+		if len(in) != len(st.Params) {
+			t.Errorf("%s: %d parameters declared, the routine has %d", st.Routine, len(st.Params), len(in))
+		}
+		for i, p := range st.Params {
+			if i < len(in) && (p.Name != in[i].name || oid(p.Type) != in[i].typ) {
+				t.Errorf("%s: parameter %d declared %s %s, the routine's is %s (type %d)",
+					st.Routine, i+1, p.Name, p.Type, in[i].name, in[i].typ)
+			}
+		}
+		declared := map[string]bool{}
+		for _, c := range st.Columns {
+			declared[c.Name] = true
+			typ, ok := out[c.Name]
+			switch {
+			case !ok:
+				t.Errorf("%s: column %s declared, the routine returns none", st.Routine, c.Name)
+			case typ != oid(c.Type) && !readAs[[2]uint32{typ, oid(c.Type)}]:
+				t.Errorf("%s: column %s declared %s, the routine's type is %d", st.Routine, c.Name, c.Type, typ)
+			}
+		}
+		for name := range out {
+			if !declared[name] {
+				t.Errorf("%s: returns column %s, which its declaration leaves unread", st.Routine, name)
+			}
+		}
+		// The statement as sent: the server takes every declared type.
+		sd, err := conn.Conn().PgConn().Prepare(ctx, "", st.SQL, nil)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", st.Routine, err, st.SQL)
+		}
+		for i, o := range st.ParamOIDs {
+			if o != 0 && (i >= len(sd.ParamOIDs) || sd.ParamOIDs[i] != o) {
+				t.Errorf("%s: parameter $%d sent as type %d, the server reads %v", st.Routine, i+1, o, sd.ParamOIDs)
+			}
 		}
 	}
 }
