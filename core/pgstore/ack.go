@@ -114,11 +114,11 @@ func (r *ackArrays) render(acks []queen.Ack) ([]queen.AckResult, error) {
 // ackError is the error of a rejected ack call: the first rejected item's.
 func ackError(results []queen.AckResult) error {
 	for _, r := range results {
-		if r.Code == "skipped" || r.Success {
+		if r.Code == queen.CodeSkipped || r.Success {
 			continue
 		}
 		kind := queen.ErrConflict
-		if r.Code == "not_found" {
+		if r.Code == queen.CodeNotFound {
 			kind = queen.ErrNotFound
 		}
 		if len(results) == 1 {

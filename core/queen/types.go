@@ -167,6 +167,9 @@ type Ack struct {
 	Error string `json:"error,omitempty"`
 }
 
+// AckStatuses lists the ack outcomes: a closed set (see AckResults).
+func AckStatuses() []AckStatus { return []AckStatus{AckCompleted, AckFailed, AckRetry, AckDLQ} }
+
 // Ack results.
 const (
 	ResultCommitted        = "committed"
@@ -175,6 +178,23 @@ const (
 	ResultRedelivered      = "redelivered"
 	ResultNotApplied       = "not applied"
 )
+
+// AckResults lists the ack results. The routines produce them, and the
+// reference model has its own copy: a test holds both to this list, as it
+// does AckStatuses and AckCodes.
+func AckResults() []string {
+	return []string{ResultCommitted, ResultAlreadyCommitted, ResultDeadLettered, ResultRedelivered, ResultNotApplied}
+}
+
+// Codes of a refused ack item.
+const (
+	CodeNotFound = "not_found" // its partition does not exist
+	CodeConflict = "conflict"  // its lease is not the live one, or its message was never delivered
+	CodeSkipped  = "skipped"   // valid, but another item of the call was refused
+)
+
+// AckCodes lists the codes of a refused ack item.
+func AckCodes() []string { return []string{CodeNotFound, CodeConflict, CodeSkipped} }
 
 // AckResult says what happened to one ack, in input order.
 type AckResult struct {
@@ -187,7 +207,7 @@ type AckResult struct {
 	Offset        *int64 `json:"offset,omitempty"`
 	Success       bool   `json:"success"`
 	Error         string `json:"error,omitempty"`
-	// Code classifies a failure: "not_found", "conflict" or "skipped".
+	// Code classifies a failure: one of the Code* constants.
 	Code string `json:"code,omitempty"`
 	// Result is one of the Result* constants when Success.
 	Result string `json:"result,omitempty"`

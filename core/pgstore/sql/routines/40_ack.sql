@@ -108,7 +108,8 @@ BEGIN
                        'index', x.idx, 'transactionId', x.txid, 'partitionId', x.pid,
                        'success', false,
                        'error', coalesce(x.problem, 'not applied: another item of this call was rejected'),
-                       'code', CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END)
+                       'code',
+                       CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END)  -- closed set: ack codes
                    ORDER BY x.idx)
             FROM unnest(a.items) x));
     END IF;
@@ -201,7 +202,7 @@ BEGIN
     ok := a.ok;
     IF NOT ok THEN
         SELECT array_agg(coalesce(x.problem, 'not applied: another item of this call was rejected') ORDER BY x.idx),
-               array_agg(CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END ORDER BY x.idx)
+               array_agg(CASE WHEN x.problem IS NULL THEN 'skipped' ELSE x.code END ORDER BY x.idx)  -- closed set: ack codes
         INTO errors, codes
         FROM unnest(a.items) x;
         RETURN;
@@ -222,12 +223,14 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 BEGIN
     RETURN QUERY
     SELECT x.idx, x.txid, x.pid, x.grp, x.off, un2.qname, un2.pname,
+           -- closed set: ack results
            CASE
                WHEN x.off IS NULL THEN 'already committed'
                WHEN x.off = ANY (un2.dlq_offs) THEN 'dead-lettered'
                WHEN x.off <= un2.new THEN 'committed'
                WHEN x.off = un2.stop_off THEN 'redelivered'
                ELSE 'not applied' END,
+           -- end closed set
            coalesce(x.off = ANY (un2.dlq_offs) AND x.status IN ('dlq', 'failed'), false),
            un2.new, un2.released
     FROM unnest(p_items) x
@@ -298,7 +301,7 @@ BEGIN
     SELECT array_agg(ROW(it.idx, it.pid, it.grp, it.txid, it.status, it.lease, it.err, it.off,
                          queen._ack_problem(it.part_missing, it.grp, it.committed, it.delivered, it.off,
                                             it.status, it.lease, it.cur_lease, it.expires, v_now, p_strict),
-                         CASE WHEN it.part_missing THEN 'not_found' ELSE 'conflict' END)::queen.ack_item
+                         CASE WHEN it.part_missing THEN 'not_found' ELSE 'conflict' END)::queen.ack_item  -- closed set: ack codes
                      ORDER BY it.idx)
     INTO v_items
     FROM (
