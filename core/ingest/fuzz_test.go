@@ -42,8 +42,7 @@ func (z *fuzzIngest) logged(t *testing.T, tx string) bool {
 	t.Helper()
 	var ok bool
 	if err := z.env.Pool.QueryRow(context.Background(),
-		`SELECT EXISTS (SELECT 1 FROM queen.segments
-		                WHERE $1 = ANY (queen.seg_ids(txid, txids, id_seed, id_count, created_at, partition_num, base_offset)))`,
+		`SELECT EXISTS (SELECT 1 FROM queen.segments s WHERE $1 = ANY (`+pgstoretest.SegmentTxIDs+`))`,
 		tx).Scan(&ok); err != nil {
 		t.Fatal(err)
 	}

@@ -904,8 +904,7 @@ func ccReadDB(t *testing.T, ctx context.Context, e *pgstoretest.Env) *ccDB {
 
 	// Segments: contiguous from 0 to last_offset, arrays of one length,
 	// created_at monotone per partition.
-	rows, err = e.Pool.Query(ctx, `SELECT p.id::text, s.base_offset, s.created_at,
-		queen.seg_ids(s.txid, s.txids, s.id_seed, s.id_count, s.created_at, s.partition_num, s.base_offset),
+	rows, err = e.Pool.Query(ctx, `SELECT p.id::text, s.base_offset, s.created_at, `+pgstoretest.SegmentTxIDs+`,
 		queen.seg_all(s.payload, s.payloads), coalesce(cardinality(s.trace_ids), -1)
 		FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num JOIN queen.queues x ON x.id = p.queue_id
 		WHERE x.name = $1 ORDER BY p.id, s.base_offset`, ccQueue)

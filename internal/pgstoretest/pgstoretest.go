@@ -129,3 +129,9 @@ func ExpireLeases(ctx context.Context, db Execer, leaseID string) error {
 		WHERE $1 = '' OR lease_id::text = $1`, leaseID)
 	return err
 }
+
+// SegmentTxIDs is an SQL expression of the transactionIds of segment row
+// s (queen.segments s), in offset order, whether stored or derived.
+const SegmentTxIDs = `ARRAY(SELECT queen.seg_txid((queen.seg_all(s.txid, s.txids))[g], s.created_at, s.partition_num,
+                                              s.base_offset + g - 1, s.id_seed)
+      FROM generate_series(1, queen.seg_count(s.txids, s.id_count)) g ORDER BY g)`

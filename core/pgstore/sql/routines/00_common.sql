@@ -160,6 +160,15 @@ RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$
                       PLACING '-' FROM 4 FOR 0)
 $$;
 
+-- new_lease is a lease id: a UUIDv7 of p_at, its other bits random, so
+-- queen.leases' primary key (lease first) grows at its right edge and the
+-- pages its released leases empty are reused, as in an index on a time.
+CREATE OR REPLACE FUNCTION queen.new_lease(p_at timestamptz)
+RETURNS uuid LANGUAGE sql VOLATILE AS $$
+    SELECT (queen._id_time(p_at) || '-7' || substr(r, 16, 3) || '-' || substr(r, 20))::uuid
+    FROM (SELECT gen_random_uuid()::text AS r) g
+$$;
+
 -- seg_txid is the transactionId of the message at offset p_off of a
 -- segment (partition number p_num, pushed at p_at, id_seed p_seed), given
 -- what the segment stores for it (NULL when its ids are derived).
@@ -168,19 +177,7 @@ RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT coalesce(p_stored, queen.gen_id(p_at, p_num, p_off, p_seed))
 $$;
 
--- seg_ids is every transactionId of a segment, in offset order (for the
--- rarely run readers and the tests; the others unnest and use seg_txid).
-CREATE OR REPLACE FUNCTION queen.seg_ids(p_one text, p_many text[], p_seed bigint, p_count int,
-                                         p_at timestamptz, p_num bigint, p_base bigint)
-RETURNS text[] LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-BEGIN
-    IF p_seed IS NULL THEN
-        RETURN queen.seg_all(p_one, p_many);
-    END IF;
-    RETURN ARRAY(SELECT queen.gen_id(p_at, p_num, p_base + g, p_seed)
-                 FROM generate_series(0, queen.seg_count(p_many, p_count) - 1) g ORDER BY g);
-END
-$fn$;
+DROP FUNCTION IF EXISTS queen.seg_ids(text, text[], bigint, int, timestamptz, bigint, bigint);
 
 -- new_seed is a seed for the ids of a push (migration 0017), for the
 -- routines that make it themselves: 54 bits at random (queen.gen_id reads

@@ -920,53 +920,8 @@ BEGIN
 END
 $fn$;
 
--- push_partition is push_partition_v2 for the previous release (it calls it
--- during a deploy): every item's offset and transactionId in arrays.
-DROP FUNCTION IF EXISTS queen.push_partition(text, text, text[], text[], text[], text, text, timestamptz);
-CREATE OR REPLACE FUNCTION queen.push_partition(p_queue text, p_partition text, p_txids text[], p_payloads text[],
-                                                p_trace_ids text[], p_producer_sub text, p_key_id text,
-                                                p_now timestamptz,
-                                                OUT partition_id uuid, OUT created_at timestamptz,
-                                                OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-DECLARE
-    r      record;
-    v_seed bigint := queen.new_seed();
-BEGIN
-    SELECT * INTO r FROM queen.push_partition_v2(p_queue, p_partition, p_txids, p_payloads, p_trace_ids,
-                                                 p_producer_sub, p_key_id, p_now, v_seed);
-    partition_id := r.partition_id;
-    created_at := r.created_at;
-    fresh := coalesce(r.fresh, array_fill(true, ARRAY[cardinality(p_payloads)]));
-    offsets := coalesce(r.offsets, ARRAY(SELECT r.first_offset + g FROM generate_series(0, cardinality(p_payloads) - 1) g
-                                         ORDER BY g));
-    SELECT array_agg(queen.seg_txid(r.txids[u.o], r.created_at, r.part_num, u.off, v_seed) ORDER BY u.o)
-    INTO txids FROM unnest(offsets) WITH ORDINALITY AS u(off, o);
-END
-$fn$;
-
 DROP FUNCTION IF EXISTS queen._push_partition_write(uuid, bigint, text, bigint, int, timestamptz, text[], text[],
                                                     text[], text, text, boolean[], bigint[]);
-
-CREATE OR REPLACE FUNCTION queen.push(p_items json, p_now timestamptz)
-RETURNS json LANGUAGE sql AS $$
-    SELECT queen._push(p_items, p_now)
-$$;
-
--- push_v2 is queen.push for the Go core (the previous release calls push):
--- the items as push reads them, p_seed the seed of the ids it generates;
--- per item, in input order, its partition's id and number, the push's time
--- in that partition, whether it was stored (fresh), the offset it is at (a
--- duplicate: the offset its first copy is at) and its transactionId, NULL
--- for an id derived from p_seed (txids is NULL when every one is). The Go
--- core renders the reply (pgstore.GeneratedID, MessageID) once the
--- partitions are unlocked.
-CREATE OR REPLACE FUNCTION queen.push_v2(p_items json, p_now timestamptz, p_seed bigint)
-RETURNS TABLE (partition_ids uuid[], part_nums bigint[], created_ats timestamptz[], fresh boolean[],
-               offsets bigint[], txids text[])
-LANGUAGE sql SET jit = off AS $$
-    SELECT r.pids, r.nums, r.ats, r.fresh, r.offsets, r.txids FROM queen._push_arrays(p_items, p_now, p_seed) r
-$$;
 
 -- push_v3 is push_v2 with the items as arrays in input order, as
 -- push_partition_v2 takes them (queue, partition, the stored text of each

@@ -310,7 +310,7 @@ DECLARE
     v_auto    boolean := coalesce((p_req->>'autoAck')::boolean, false);
     v_worker  text := p_req->>'worker';
     v_keys    text[] := ARRAY(SELECT json_array_elements_text(p_req->'keys'));
-    v_lease   uuid := gen_random_uuid();
+    v_lease   uuid := queen.new_lease(v_now);
     q         queen.queues;
     s         queen.subscriptions;
     r         queen.claim;
@@ -376,38 +376,5 @@ BEGIN
     FROM (SELECT * FROM unnest(p.items) WITH ORDINALITY AS m(off, txid, payload, trace_id, created_at, producer_sub,
                                                              key_id, retry, pid, pname, o)
           ORDER BY m.o) m;
-END
-$fn$;
-
--- pop is the previous release's pop: its reply as JSON,
--- {leaseId, leaseExpiresAt, messages: [{id, transactionId, partitionId,
--- partition, queue, offset, data, keyId, traceId, producerSub, createdAt,
--- retryCount}]}.
-CREATE OR REPLACE FUNCTION queen.pop(p_req json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-DECLARE
-    p  record;
-BEGIN
-    p := queen._pop(p_req, p_now);
-    RETURN json_build_object(
-        'leaseId', p.lease_id,
-        'leaseExpiresAt', p.lease_expires_at,
-        'messages', coalesce((SELECT json_agg(json_build_object(
-                                  'id', queen.message_id(m.pid, m.off),
-                                  'transactionId', m.txid,
-                                  'partitionId', m.pid,
-                                  'partition', m.pname,
-                                  'queue', p_req->>'queue',
-                                  'offset', m.off,
-                                  'data', queen.payload_json(m.payload, m.key_id),
-                                  'keyId', m.key_id,
-                                  'traceId', m.trace_id,
-                                  'producerSub', m.producer_sub,
-                                  'createdAt', m.created_at,
-                                  'retryCount', m.retry) ORDER BY m.o)
-                              FROM unnest(p.items) WITH ORDINALITY AS m(off, txid, payload, trace_id, created_at,
-                                                                        producer_sub, key_id, retry, pid, pname,
-                                                                        o)),
-                             '[]'::json));
 END
 $fn$;

@@ -168,24 +168,6 @@ BEGIN
 END
 $fn$;
 
--- ack_v2 is an ack (see _ack) whose results come back as arrays, one
--- element per item in input order (the caller knows each item's
--- transactionId, partition and group): the Go core renders them. When ok
--- is false nothing was applied and only errors and codes are set.
-CREATE OR REPLACE FUNCTION queen.ack_v2(p_items json, p_now timestamptz,
-                                        OUT ok boolean, OUT offs bigint[], OUT queues text[], OUT partitions text[],
-                                        OUT results text[], OUT dlqs boolean[], OUT committed bigint[],
-                                        OUT released boolean[], OUT errors text[], OUT codes text[])
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-DECLARE
-    a record;  -- _ack_args
-BEGIN
-    a := queen._ack_args(p_items);
-    SELECT * INTO ok, offs, queues, partitions, results, dlqs, committed, released, errors, codes
-    FROM queen.ack_v3(a.pids, a.grps, a.txids, a.statuses, a.leases, a.errs, p_now);
-END
-$fn$;
-
 -- ack_v3 is ack_v2 for the Go core: the items as arrays in input order
 -- (partition, group, transactionId, status, leaseId and error; NULL for
 -- no lease or error), so the database parses no JSON.
@@ -560,11 +542,6 @@ BEGIN
 END
 $fn$;
 
-CREATE OR REPLACE FUNCTION queen.ack(p_items json, p_now timestamptz)
-RETURNS json LANGUAGE sql AS $$
-    SELECT queen._ack(p_items, p_now, false)
-$$;
-
 -- transact applies acks and pushes atomically. Required leases must be
 -- live, and are checked, like the acks, under the cursor locks that apply
 -- them: of several concurrent or repeated identical transactions exactly
@@ -647,19 +624,6 @@ BEGIN
         RAISE EXCEPTION 'lease % has expired', p_lease USING ERRCODE = 'QN409';
     END IF;
     RAISE EXCEPTION 'lease % not found', p_lease USING ERRCODE = 'QN404';
-END
-$fn$;
-
--- extend_lease is the previous release's call (until the release after
--- this one): {status: ok, expiresAt} | {status: expired} | {status: unknown}.
-CREATE OR REPLACE FUNCTION queen.extend_lease(p_lease uuid, p_seconds int, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET jit = off AS $fn$
-BEGIN
-    RETURN json_build_object('status', 'ok',
-                             'expiresAt', queen.extend_lease_v2(p_lease, p_seconds, p_now)->'expiresAt');
-EXCEPTION
-    WHEN SQLSTATE 'QN409' THEN RETURN json_build_object('status', 'expired');
-    WHEN SQLSTATE 'QN404' THEN RETURN json_build_object('status', 'unknown');
 END
 $fn$;
 

@@ -79,25 +79,6 @@ BEGIN
 END
 $fn$;
 
--- seek is the previous release's call (until the release after this one):
--- {status: ok, partitions} | {status: queue_not_found} |
--- {status: partition_not_found, partition}.
-CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue text, p_target json, p_now timestamptz)
-RETURNS json LANGUAGE plpgsql SET jit = off AS $fn$
-DECLARE
-    v_part text;
-BEGIN
-    RETURN json_build_object('status', 'ok',
-                             'partitions', queen.seek_v2(p_group, p_queue, p_target, p_now)->'partitions');
-EXCEPTION WHEN SQLSTATE 'QN404' THEN
-    GET STACKED DIAGNOSTICS v_part = PG_EXCEPTION_DETAIL;
-    IF coalesce(v_part, '') = '' THEN
-        RETURN json_build_object('status', 'queue_not_found');
-    END IF;
-    RETURN json_build_object('status', 'partition_not_found', 'partition', v_part);
-END
-$fn$;
-
 -- configure creates the queue if needed and applies the options present in
 -- p_opts (a partial update). Returns the queue row.
 CREATE OR REPLACE FUNCTION queen.configure(p_queue text, p_namespace text, p_task text,

@@ -72,6 +72,32 @@ BEGIN
 END
 $fn$;
 
+-- _reap_leases_stale settles the due rows of queen.leases given as arrays
+-- whose cursor no longer holds their lease (deleted) or holds it extended
+-- (given the cursor's expiry). Returns how many it settled.
+CREATE OR REPLACE FUNCTION queen._reap_leases_stale(p_leases uuid[], p_pids uuid[], p_groups text[],
+                                                     p_now timestamptz)
+RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
+DECLARE
+    v_gone  int;
+    v_moved int;
+BEGIN
+    DELETE FROM queen.leases l
+    USING unnest(p_leases, p_pids, p_groups) AS u(lease, pid, grp)
+    WHERE l.lease_id = u.lease AND l.partition_id = u.pid AND l.group_name = u.grp
+      AND NOT EXISTS (SELECT 1 FROM queen.consumers c
+                      WHERE c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease);
+    GET DIAGNOSTICS v_gone = ROW_COUNT;
+    UPDATE queen.leases l SET expires_at = c.lease_expires_at
+    FROM unnest(p_leases, p_pids, p_groups) AS u(lease, pid, grp), queen.consumers c
+    WHERE l.lease_id = u.lease AND l.partition_id = u.pid AND l.group_name = u.grp
+      AND c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease
+      AND c.lease_expires_at > p_now;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    RETURN v_gone + v_moved;
+END
+$fn$;
+
 -- _reap_leases expires up to p_limit leases past their expiry, counting
 -- the attempt (the head is dead-lettered once past its retryLimit). It
 -- takes the due rows of queen.leases, oldest first: a row whose cursor
@@ -97,8 +123,7 @@ DECLARE
     lk       record;
     v_n      int := 0;
     v_dead   int := 0;
-    v_rows   int := 0;
-    v_other  int;
+    v_rows   int;
 BEGIN
     SELECT coalesce(array_agg(l.lease_id), '{}'), coalesce(array_agg(l.partition_id), '{}'),
            coalesce(array_agg(l.group_name), '{}')
@@ -111,21 +136,7 @@ BEGIN
         RETURN json_build_object('n', 0, 'dead', 0, 'rows', 0);
     END IF;
 
-    -- Stale rows go, and rows behind an extended lease catch up with it.
-    DELETE FROM queen.leases l
-    USING unnest(v_leases, v_pids, v_groups) AS u(lease, pid, grp)
-    WHERE l.lease_id = u.lease AND l.partition_id = u.pid AND l.group_name = u.grp
-      AND NOT EXISTS (SELECT 1 FROM queen.consumers c
-                      WHERE c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease);
-    GET DIAGNOSTICS v_other = ROW_COUNT;
-    v_rows := v_other;
-    UPDATE queen.leases l SET expires_at = c.lease_expires_at
-    FROM unnest(v_leases, v_pids, v_groups) AS u(lease, pid, grp), queen.consumers c
-    WHERE l.lease_id = u.lease AND l.partition_id = u.pid AND l.group_name = u.grp
-      AND c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease
-      AND c.lease_expires_at > p_now;
-    GET DIAGNOSTICS v_other = ROW_COUNT;
-    v_rows := v_rows + v_other;
+    v_rows := queen._reap_leases_stale(v_leases, v_pids, v_groups, p_now);
 
     -- The cursors whose lease has expired, locked.
     SELECT coalesce(array_agg(c.partition_id), '{}'), coalesce(array_agg(c.group_name), '{}')
@@ -263,23 +274,6 @@ BEGIN
                 LIMIT p_cap) sg
             WHERE cm.keep > 0 OR cm.keep_done > 0
             LIMIT p_cap) r));
-END
-$fn$;
-
--- reap is the previous release's one-transaction pass (at most p_limit
--- rows of each kind, no default retention), kept for its reaper while a
--- deploy replaces it.
-CREATE OR REPLACE FUNCTION queen.reap(p_now timestamptz, p_limit int)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-DECLARE
-    v_now    timestamptz := coalesce(p_now, clock_timestamp());
-    v_leases json;
-BEGIN
-    v_leases := queen._reap_leases(v_now, p_limit);
-    RETURN json_build_object('leasesExpired', (v_leases->>'n')::int, 'deadLettered', (v_leases->>'dead')::int,
-                             'dedupPruned', queen._reap_dedup(v_now, p_limit),
-                             'segmentsRetained', queen._reap_segments(v_now, p_limit, false, 0),
-                             'segmentsCompleted', queen._reap_segments(v_now, p_limit, true, 0));
 END
 $fn$;
 
