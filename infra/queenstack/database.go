@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/queen-serverless/queen/core/pgstore"
 )
 
 // newDatabase defines the PostgreSQL server: private, encrypted, IAM authentication on,
@@ -18,6 +19,8 @@ import (
 //
 // Performance Insights is on (7 days, the free tier), encrypted with key, and the
 // server's logs go to CloudWatch Logs (DatabaseLogExports; see newDatabaseLogGroups).
+// A parameter group of its own sets pgstore.ServerSettings, the parameters the engine
+// is tuned for.
 func newDatabase(s awscdk.Stack, p Props, n *Network, key awskms.IKey) *Database {
 	creds := awsrds.Credentials_FromUsername(jsii.String(p.MasterUser), nil)
 	protect := jsii.Bool(p.RemovalPolicy == awscdk.RemovalPolicy_RETAIN)
@@ -26,6 +29,9 @@ func newDatabase(s awscdk.Stack, p Props, n *Network, key awskms.IKey) *Database
 	var d Database
 	switch p.Engine {
 	case EngineAurora:
+		engine := awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
+			Version: awsrds.AuroraPostgresEngineVersion_VER_17_7(),
+		})
 		var readers *[]awsrds.IClusterInstance
 		if p.MultiAZ {
 			// A reader in the same tier as the writer scales with it, so it can
@@ -40,9 +46,8 @@ func newDatabase(s awscdk.Stack, p Props, n *Network, key awskms.IKey) *Database
 			})}
 		}
 		c := awsrds.NewDatabaseCluster(s, jsii.String("Database"), &awsrds.DatabaseClusterProps{
-			Engine: awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
-				Version: awsrds.AuroraPostgresEngineVersion_VER_17_7(),
-			}),
+			Engine:         engine,
+			ParameterGroup: newParameterGroup(s, engine),
 			Writer: awsrds.ClusterInstance_ServerlessV2(jsii.String("writer"), &awsrds.ServerlessV2ClusterInstanceProps{
 				PubliclyAccessible:      jsii.Bool(false),
 				AutoMinorVersionUpgrade: jsii.Bool(true),
@@ -86,11 +91,13 @@ func newDatabase(s awscdk.Stack, p Props, n *Network, key awskms.IKey) *Database
 			},
 		}
 	default:
+		engine := awsrds.DatabaseInstanceEngine_Postgres(&awsrds.PostgresInstanceEngineProps{
+			// Major version only: RDS picks the current minor and upgrades it.
+			Version: awsrds.PostgresEngineVersion_VER_17(),
+		})
 		i := awsrds.NewDatabaseInstance(s, jsii.String("Database"), &awsrds.DatabaseInstanceProps{
-			Engine: awsrds.DatabaseInstanceEngine_Postgres(&awsrds.PostgresInstanceEngineProps{
-				// Major version only: RDS picks the current minor and upgrades it.
-				Version: awsrds.PostgresEngineVersion_VER_17(),
-			}),
+			Engine:                          engine,
+			ParameterGroup:                  newParameterGroup(s, engine),
 			InstanceType:                    awsec2.NewInstanceType(jsii.String(p.InstanceType)),
 			Vpc:                             n.Vpc,
 			VpcSubnets:                      n.DatabaseSubnets,
@@ -172,5 +179,21 @@ func dbUserArn(s awscdk.Stack, resourceID *string, user string) *string {
 		Resource:     jsii.String("dbuser"),
 		ResourceName: jsii.String(*resourceID + "/" + user),
 		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+}
+
+// newParameterGroup is the database's parameter group: the engine family's defaults
+// with pgstore.ServerSettings. Every one of them is dynamic: RDS applies a change at
+// once. (Moving an existing database from the default group to this one takes effect
+// at its next reboot.)
+func newParameterGroup(s awscdk.Stack, engine awsrds.IEngine) awsrds.IParameterGroup {
+	params := map[string]*string{}
+	for name, value := range pgstore.ServerSettings {
+		params[name] = jsii.String(value)
+	}
+	return awsrds.NewParameterGroup(s, jsii.String("DatabaseParameters"), &awsrds.ParameterGroupProps{
+		Engine:      engine,
+		Description: jsii.String("Queen: the server parameters the engine is tuned for"),
+		Parameters:  &params,
 	})
 }

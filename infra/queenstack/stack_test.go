@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
 	"github.com/queen-serverless/queen/core/config"
+	"github.com/queen-serverless/queen/core/pgstore"
 	routetable "github.com/queen-serverless/queen/core/routes"
 )
 
@@ -1539,5 +1540,32 @@ func TestAlarmsWithinTheCostModel(t *testing.T) {
 			t.Errorf("%d alarms (Stack.Alarms: %d), docs/aws.md prices fewer than %d", n, len(s.stack.Alarms), MaxAlarms)
 		}
 		t.Logf("%d alarms", n)
+	})
+}
+
+// The database runs with the server parameters the engine is tuned for
+// (pgstore.ServerSettings), from a parameter group of its own.
+func TestDatabaseParameterGroup(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		dbID := s.id(s.stack.Database.Resource)
+		db := props(s.json["Resources"].(map[string]any)[dbID].(map[string]any))
+		field, kind := "DBParameterGroupName", "AWS::RDS::DBParameterGroup"
+		if s.stack.Props.Engine == EngineAurora {
+			field, kind = "DBClusterParameterGroupName", "AWS::RDS::DBClusterParameterGroup"
+		}
+		ref, _ := db[field].(map[string]any)["Ref"].(string)
+		group, ok := s.resources(kind)[ref]
+		if !ok {
+			t.Fatalf("database %s = %v, want a Ref to the stack's %s", field, db[field], kind)
+		}
+		params, _ := props(group)["Parameters"].(map[string]any)
+		if len(pgstore.ServerSettings) == 0 {
+			t.Fatal("no server settings to check")
+		}
+		for name, want := range pgstore.ServerSettings {
+			if params[name] != want {
+				t.Errorf("%s %s = %v, want %s", kind, name, params[name], want)
+			}
+		}
 	})
 }

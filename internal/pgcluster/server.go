@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/queen-serverless/queen/core/pgstore"
 )
 
 // adopt looks for a server from an earlier run on the data directory. It
@@ -117,6 +120,9 @@ func (c *Cluster) writeConf() error {
 	fmt.Fprintf(&b, "unix_socket_directories = %s\n", confQuote(c.sockDir))
 	fmt.Fprintf(&b, "max_connections = %d\n", MaxConnections)
 	fmt.Fprintf(&b, "shared_buffers = %s\n", confQuote(SharedBuffers))
+	for _, name := range slices.Sorted(maps.Keys(pgstore.ServerSettings)) {
+		fmt.Fprintf(&b, "%s = %s\n", name, confQuote(pgstore.ServerSettings[name]))
+	}
 	if !c.durable {
 		b.WriteString("# Not durable: fast, and an OS crash can lose or corrupt data.\n")
 		b.WriteString("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
