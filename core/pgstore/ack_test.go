@@ -215,3 +215,25 @@ func TestFailedAcksCountLikeExpiries(t *testing.T) {
 		t.Fatalf("after 2 failed attempts with retryLimit 1 got %v, want [1]", got)
 	}
 }
+
+// A consumer whose lease expired cannot end the lease of the consumer that
+// now holds the head by sending retry/failed for a later offset.
+func TestStaleStopSignalKeepsTheLiveLease(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	pushN(t, e, "q", "p", "m", 5)
+	a := pop(t, e, queen.PopRequest{Queue: "q", Batch: 5})
+	e.Clock.Advance(301 * time.Second)
+	b := pop(t, e, queen.PopRequest{Queue: "q", Batch: 5})
+	if !equal(offsets(b.Messages), []int64{0}) {
+		t.Fatalf("after expiry got %v, want [0]", offsets(b.Messages))
+	}
+	res := mustAck(t, e, ack(a.Messages[3], "", "", queen.AckRetry))
+	if res[0].LeaseReleased || res[0].Result != queen.ResultNotApplied {
+		t.Fatalf("stale retry: %+v, want not applied and the live lease kept", res[0])
+	}
+	if c := pop(t, e, queen.PopRequest{Queue: "q", Batch: 5}); len(c.Messages) != 0 {
+		t.Fatalf("offset 0 was leased twice: %v", offsets(c.Messages))
+	}
+	mustAck(t, e, ack(b.Messages[0], "", b.LeaseID, queen.AckCompleted))
+}

@@ -360,3 +360,43 @@ func depth(t *testing.T, e *pgstoretest.Env, queue string) int64 {
 	}
 	return d.Depth
 }
+
+// After retention removes the head, failed attempts count against the
+// oldest surviving message, which is dead-lettered on schedule.
+func TestRetentionGapKeepsAttemptCounting(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	configure(t, e, "q", queen.QueueOptions{RetentionSeconds: ptr(60), RetryLimit: ptr(1)})
+	pushN(t, e, "q", "p", "old", 3) // offsets 0..2
+	e.Clock.Advance(50 * time.Second)
+	pushN(t, e, "q", "p", "new", 1) // offset 3
+	e.Clock.Advance(20 * time.Second)
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		r := pop(t, e, queen.PopRequest{Queue: "q", Partition: "p"})
+		if len(r.Messages) != 1 || r.Messages[0].Offset != 3 || r.Messages[0].RetryCount != attempt {
+			t.Fatalf("attempt %d: %+v, want offset 3 with retryCount %d", attempt, r.Messages, attempt)
+		}
+		mustAck(t, e, ack(r.Messages[0], "", r.LeaseID, queen.AckFailed))
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.dlq WHERE msg_offset = 3"); n != 1 {
+		t.Fatalf("offset 3 failed twice with retryLimit 1: %d dead letters, want 1", n)
+	}
+	// An expiry whose head was removed charges nobody and moves on.
+	pushN(t, e, "q", "p2", "x", 2)
+	r := pop(t, e, queen.PopRequest{Queue: "q", Partition: "p2", Batch: 2})
+	e.Clock.Advance(301 * time.Second) // lease gone, and retention removes both messages
+	pushN(t, e, "q", "p2", "y", 1)
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	r = pop(t, e, queen.PopRequest{Queue: "q", Partition: "p2"})
+	if !equal(offsets(r.Messages), []int64{2}) || r.Messages[0].RetryCount != 0 {
+		t.Fatalf("after the expired head was removed got %+v, want offset 2 fresh", r.Messages)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.dlq WHERE partition_name = 'p2'"); n != 0 {
+		t.Fatalf("%d dead letters for removed messages", n)
+	}
+}

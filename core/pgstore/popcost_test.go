@@ -140,3 +140,23 @@ func TestDeletesForgetTheRound(t *testing.T) {
 		t.Fatalf("%d round positions after deleting the queue", n)
 	}
 }
+
+// Partitions leased by other consumers never use up a wildcard pop's scan:
+// with 64 live leases a fresh partition is still found.
+func TestWildcardPopPassesLeasedPartitions(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	for i := 0; i < 70; i++ {
+		pushN(t, e, "q", fmt.Sprintf("p%02d", i), "a", 1)
+	}
+	for i := 0; i < 70; i++ {
+		if r := pop(t, e, queen.PopRequest{Queue: "q"}); len(r.Messages) != 1 {
+			t.Fatalf("pop %d: %d messages", i, len(r.Messages))
+		}
+	}
+	pushN(t, e, "q", "fresh", "b", 1)
+	r := pop(t, e, queen.PopRequest{Queue: "q"})
+	if len(r.Messages) != 1 || r.Messages[0].Partition != "fresh" {
+		t.Fatalf("with 70 live leases the wildcard pop got %v; partition fresh has a message", r.Messages)
+	}
+}

@@ -540,3 +540,39 @@ func TestBatchDedupAcrossRetentionWhileItWaits(t *testing.T) {
 		}
 	})
 }
+
+// A push that races the deletion of one of its queues fails or succeeds
+// whole; it never reports fewer results than items.
+func TestPushRacingQueueDeletion(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	pushN(t, e, "q1", "p", "a", 1)
+	pushN(t, e, "q2", "p", "a", 1)
+	tx, err := e.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok bool
+	if err := tx.QueryRow(ctx, "SELECT queen.delete_queue('q2')").Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var res []queen.PushResult
+	go func() {
+		var err error
+		res, err = e.Store.Push(ctx, []queen.PushItem{
+			{Queue: "q1", Partition: "p", Payload: payload(1), TransactionID: "b1"},
+			{Queue: "q2", Partition: "p", Payload: payload(2), TransactionID: "b2"}})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || len(res) != 2 || res[1].Status != queen.StatusQueued {
+		t.Fatalf("push after the concurrent delete: %v %+v, want both queued (q2 recreated)", err, res)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.segments"); n != 3 {
+		t.Fatalf("%d segments, want 3 (q1 twice, the new q2 once)", n)
+	}
+}

@@ -234,3 +234,12 @@ func TestWildcardPopIsFair(t *testing.T) {
 		t.Fatalf("%d ready rows remain for consumed partitions", n)
 	}
 }
+
+func TestSubscriptionFromTheFutureIsRejected(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	_, err := e.Store.Pop(ctx, queen.PopRequest{Queue: "q", ConsumerGroup: "g", Mode: queen.SubscribeFrom, From: pgstoretest.Epoch.Add(time.Hour)})
+	if !errors.Is(err, queen.ErrInvalid) {
+		t.Fatalf("future subscriptionFrom: %v, want ErrInvalid", err)
+	}
+}
