@@ -20,7 +20,7 @@ Usage:
                     embedded PostgreSQL with its data in .queen/pgdata
                     (flags: -host, -data-dir, -no-migrate; see queen serve -h)
   queen migrate     apply the schema migrations to $DATABASE_URL
-  queen bench       run the SPEC §7 benchmark in a database of its own (on
+  queen bench       run the benchmark (docs/benchmarks.md) in a database of its own (on
                     $DATABASE_URL's server, else a throwaway cluster) and write
                     bench-results/results.json and results.svg
                     (flags: -duration, -clients, -partitions, -only, -out)

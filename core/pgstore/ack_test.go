@@ -29,7 +29,7 @@ type sig struct {
 	status queen.AckStatus
 }
 
-// The clamp walk and the precedence rule, SPEC §3.5.
+// The clamp walk and the precedence rule, semantics.md §3.5.3.
 func TestMixedAckOutcomes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -140,7 +140,7 @@ func TestAckRejections(t *testing.T) {
 	if c := cursor(t, e, pid, "g"); c != 2 {
 		t.Fatalf("rejected batch moved the cursor to %d", c)
 	}
-	// SPEC §3.5: a transactionId not found after the cursor is at or below
+	// semantics.md §3.5.7: a transactionId not found after the cursor is at or below
 	// it — an "already committed" no-op; the engine never searches history.
 	old, err := e.Store.Ack(ctx, []queen.Ack{{PartitionID: pid, TransactionID: "nope", Status: "completed", ConsumerGroup: "g"}})
 	if err != nil || !old[0].Success || old[0].Result != queen.ResultAlreadyCommitted || *old[0].Committed != 2 {

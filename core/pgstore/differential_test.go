@@ -961,7 +961,7 @@ func (r *dRun) comparePush(o dOp, got []queen.PushResult, want []refmodel.PushRe
 
 // pushInFlight holds a push's transaction open while a wildcard pop of an
 // already subscribed group runs, then commits it: the pop must serve what
-// was deliverable before the push, without waiting for it (SPEC §3.4).
+// was deliverable before the push, without waiting for it (semantics.md §3.4.3).
 func (r *dRun) pushInFlight(o dOp, now time.Time) string {
 	if _, ok := r.model.Cursor(r.queue, o.items[0].part, o.group); !ok {
 		// A new subscription waits for pushes in flight by design: run

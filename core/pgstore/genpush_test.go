@@ -274,8 +274,8 @@ func TestSpreadPushKeepsEachItemsProducer(t *testing.T) {
 
 // A push across partitions and a push to one partition that create the
 // same partition of a capped queue (maxSize) at once never deadlock: both
-// create first, then lock the queue's row, then the partitions' (SPEC
-// §3.1). Run through a Store that does not retry deadlocks.
+// create first, then lock the queue's row, then the partitions' (semantics.md
+// §3.1.3). Run through a Store that does not retry deadlocks.
 func TestCappedPushesCreatingPartitionsNeverDeadlock(t *testing.T) {
 	e := pgstoretest.New(t)
 	store := pgstore.New(e.Pool, pgstore.Config{DeadlockRetries: -1})

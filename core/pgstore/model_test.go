@@ -11,7 +11,7 @@ import (
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
-// The model document's worked example: orders/cust-42 holds offsets 0..5,
+// The worked example of semantics.md §1.3: orders/cust-42 holds offsets 0..5,
 // billing has committed 2, audit has committed nothing.
 func TestWorkedExample(t *testing.T) {
 	t.Parallel()

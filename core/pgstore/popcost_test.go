@@ -10,7 +10,7 @@ import (
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
-// SPEC §3.4: a wildcard pop's cost must not grow with the number of fully
+// semantics.md §3.4.3: a wildcard pop's cost must not grow with the number of fully
 // consumed partitions. Cost here is what the database touches — the shared
 // buffers one pop reads, from EXPLAIN (ANALYZE, BUFFERS) — which, unlike
 // time, does not depend on the machine's load. Right after thousands of

@@ -520,7 +520,7 @@ func TestBatchDedupAcrossRetentionWhileItWaits(t *testing.T) {
 		configureAt(e, `{"dedupWindowSeconds":3600,"retentionSeconds":1}`)
 		pushAt(t, e.Pool, "q", []string{"x", "y"}, t0) // offsets 0, 1
 		reap(e.Pool, t0.Add(10*time.Second))           // the segment goes; y's key row stays
-		// SPEC §3.2: an id seen within the window is a duplicate, and
+		// semantics.md §3.2.1: an id seen within the window is a duplicate, and
 		// reports its first copy's offset, whether or not retention kept
 		// the message.
 		f, o := pushAt(t, e.Pool, "q", []string{"y", "z"}, t0.Add(30*time.Second))

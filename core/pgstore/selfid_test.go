@@ -13,8 +13,8 @@ import (
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
-// An item pushed without a transactionId gets a generated UUIDv7 (SPEC
-// §3.2), returned to the caller; the engine generates it under the
+// An item pushed without a transactionId gets a generated UUIDv7 (semantics.md
+// §3.2.3), returned to the caller; the engine generates it under the
 // partition's lock so that it names the message's offset, and keeps no
 // dedup key for it. A user must not be able to tell: each id is a fresh
 // UUIDv7, and the id sent back later as the client's own is a duplicate of
@@ -80,14 +80,14 @@ func TestGeneratedIdsAreUUIDv7sThatDeduplicate(t *testing.T) {
 				t.Errorf("%s sent back to %s: %+v, want a duplicate of offset %d", r.TransactionID, r.Partition, res[i], r.Offset)
 			}
 			if items[0].Partition == "elsewhere" && res[0].Status != queen.StatusQueued {
-				t.Errorf("%s sent to another partition: %+v, want it queued (SPEC §3.2)", r.TransactionID, res[0])
+				t.Errorf("%s sent to another partition: %+v, want it queued (semantics.md §3.2.1)", r.TransactionID, res[0])
 			}
 		}
 	}
 }
 
 // A message removed by retention while its id's window is open still
-// makes that id a duplicate (SPEC §3.2), a generated id as any other.
+// makes that id a duplicate (semantics.md §3.2.1), a generated id as any other.
 func TestGeneratedIdSentBackAfterRetentionIsADuplicate(t *testing.T) {
 	e := pgstoretest.NewClocked(t)
 	configure(t, e, "r", queen.QueueOptions{DedupWindowSeconds: ptr(3600), RetentionSeconds: ptr(1)})

@@ -58,7 +58,7 @@ func TestHarnessSmoke(t *testing.T) {
 	if err != nil || !strings.Contains(string(svg), "<svg") || !strings.Contains(string(svg), "P100") {
 		t.Fatalf("chart: %v", err)
 	}
-	if !strings.Contains(out.String(), "Targets (SPEC §7)") {
+	if !strings.Contains(out.String(), "Targets (docs/benchmarks.md)") {
 		t.Fatalf("no targets section in the table:\n%s", out.String())
 	}
 }

@@ -92,7 +92,7 @@ func (r *runner) judge() {
 			}
 		}
 	}
-	fmt.Fprintf(r.cfg.Out, "\nTargets (SPEC §7):\n")
+	fmt.Fprintf(r.cfg.Out, "\nTargets (docs/benchmarks.md):\n")
 	for _, res := range r.report.Results {
 		if res.Pass != nil {
 			mark := "PASS"

@@ -142,7 +142,7 @@ BEGIN
             OFFSET 0) fl
         CROSS JOIN LATERAL (
             -- no subquery in _dedup_seen's arguments, so it is inlined
-            -- (a function call per probe cost ~30 µs)
+            -- (a function call per probe is far dearer than the probe)
             SELECT CASE WHEN j.dedup_window > 0 AND j.txid IS NOT NULL THEN
                 (SELECT s.seen FROM queen._dedup_seen(j.pnum, j.pid, j.queue_id, j.txid,
                                                       j.ts - make_interval(secs => j.dedup_window), fl.floor) s)
@@ -256,9 +256,7 @@ $fn$;
 -- itself, as push_partition_v2's fast way does, instead of a statement of
 -- its own that locks them and a later one that updates them. Locking 100
 -- rows and then updating them cost as much again as updating them
--- (pgbench, 100 messages to random partitions of 1,000, 8 clients: 216 /
--- 246 pushes/s with the separate lock against 338 / 402 without, in the
--- minimal form of both). The items are grouped by partition in id order
+-- (docs/benchmarks.md, "Design measurements"). The items are grouped by partition in id order
 -- before the first lock, and the UPDATE visits them in that order: no
 -- hash or merge join, no sequential or bitmap scan can reorder them (the
 -- enable_* settings below), so its locks are taken in the one order every
@@ -607,10 +605,8 @@ BEGIN
         -- Every id is generated here (the common push): nothing to probe,
         -- so the statement that writes takes the partition's lock itself.
         -- It is started before the lock is taken, not under it, and pushes
-        -- to one partition queue behind less work (8 pgbench clients,
-        -- alternating runs: 100 messages to one partition 533-611 -> 665-822
-        -- pushes/s; one message to random partitions 3,002-3,890 ->
-        -- 3,531-4,782). Only an existing partition of an uncapped queue it
+        -- to one partition queue behind less work (docs/benchmarks.md,
+        -- "Design measurements"). Only an existing partition of an uncapped queue it
         -- may write to, pushes not paused; else the careful way below. Its
         -- ready rows are written by a statement of their own, after the
         -- lock, so that it sees a ready row removed before the lock was
@@ -654,9 +650,7 @@ BEGIN
             -- The UPDATE takes the partition's lock itself, as the
             -- one-message push above does, instead of a FOR NO KEY UPDATE
             -- and a later UPDATE of the row: one row operation under the
-            -- lock instead of two (8 pgbench clients, 100 messages to one
-            -- partition, seven alternating pairs: median 1,159 -> 1,261
-            -- pushes/s). Its SET is evaluated once the lock is granted, so
+            -- lock instead of two. Its SET is evaluated once the lock is granted, so
             -- the push's time is still stamped under it.
             WITH l AS MATERIALIZED (
                 UPDATE queen.partitions p
@@ -717,7 +711,7 @@ BEGIN
         END IF;
     END IF;
     IF cardinality(p_txids) > 1 AND v_ids > 0 THEN
-        -- A batch probes its keys (~13 µs each) before it locks the
+        -- A batch probes its keys before it locks the
         -- partition, so pushes to one partition do not queue behind each
         -- other's probes; under the lock it reads only the messages pushed
         -- since (the batch statement's nw). Every segment up to the last
@@ -773,8 +767,8 @@ BEGIN
     IF cardinality(p_txids) = 1 THEN
         -- One message (most pushes): the batch statement below without
         -- what only a batch needs (repeats within it, key rows, array
-        -- segments). Starting up the batch statement's plan was a fifth
-        -- of a push's CPU; this takes a 1-message push from 0.42 to 0.33 ms.
+        -- segments), whose plan costs a large share of a 1-message push's
+        -- CPU just to start up.
         IF t.dedup_window > 0 AND p_txids[1] IS NOT NULL THEN
             SELECT s.seen INTO v_seen
             FROM queen._dedup_seen(t.pnum, t.pid, t.qid, p_txids[1], v_since, v_floor) s;

@@ -79,6 +79,31 @@ BEGIN
 END
 $fn$;
 
+-- _dedup_window_changed records that queue q's dedup window changed at
+-- p_at from p_old seconds: the keys the reaper took out under the old window
+-- stay out (those of its last run, if that ran while the old window was in
+-- force), and pushes made while the window is 0 record no key (their
+-- segments' first keys are ignored, see queen._dedup_off).
+CREATE OR REPLACE FUNCTION queen._dedup_window_changed(q queen.queues, p_old int, p_at timestamptz)
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+BEGIN
+    INSERT INTO queen.dedup_floor (queue_id, floor, window_since)
+    SELECT q.id,
+           CASE WHEN r.last_reap >= coalesce((SELECT f.window_since FROM queen.dedup_floor f WHERE f.queue_id = q.id),
+                                             q.created_at)
+                THEN r.last_reap - make_interval(secs => p_old) ELSE '-infinity' END,
+           p_at
+    FROM (SELECT (SELECT x.last_reap FROM queen.reaper x) AS last_reap) r
+    ON CONFLICT (queue_id) DO UPDATE SET floor = greatest(queen.dedup_floor.floor, EXCLUDED.floor),
+                                         window_since = EXCLUDED.window_since;
+    IF q.dedup_window = 0 THEN
+        INSERT INTO queen.dedup_off (queue_id, since) VALUES (q.id, p_at);
+    ELSIF p_old = 0 THEN
+        UPDATE queen.dedup_off SET until = p_at WHERE queue_id = q.id AND until IS NULL;
+    END IF;
+END
+$fn$;
+
 -- configure creates the queue if needed and applies the options present in
 -- p_opts (a partial update). Returns the queue row.
 CREATE OR REPLACE FUNCTION queen.configure(p_queue text, p_namespace text, p_task text,
@@ -135,24 +160,7 @@ BEGIN
     WHERE name = p_queue
     RETURNING * INTO q;
     IF q.dedup_window <> v_window THEN
-        -- The keys the reaper took out under the old window stay out: those
-        -- of its last run, if that ran while the old window was in force.
-        INSERT INTO queen.dedup_floor (queue_id, floor, window_since)
-        SELECT q.id,
-               CASE WHEN r.last_reap >= coalesce((SELECT f.window_since FROM queen.dedup_floor f WHERE f.queue_id = q.id),
-                                                 q.created_at)
-                    THEN r.last_reap - make_interval(secs => v_window) ELSE '-infinity' END,
-               v_at
-        FROM (SELECT (SELECT x.last_reap FROM queen.reaper x) AS last_reap) r
-        ON CONFLICT (queue_id) DO UPDATE SET floor = greatest(queen.dedup_floor.floor, EXCLUDED.floor),
-                                             window_since = EXCLUDED.window_since;
-        -- Pushes made while the window is 0 record no key (their segments'
-        -- first keys are ignored, see queen._dedup_off).
-        IF q.dedup_window = 0 THEN
-            INSERT INTO queen.dedup_off (queue_id, since) VALUES (q.id, v_at);
-        ELSIF v_window = 0 THEN
-            UPDATE queen.dedup_off SET until = v_at WHERE queue_id = q.id AND until IS NULL;
-        END IF;
+        PERFORM queen._dedup_window_changed(q, v_window, v_at);
     END IF;
     IF p_opts->'delayedProcessing' IS NOT NULL OR p_opts->'windowBuffer' IS NOT NULL
        OR p_opts->'retryDelay' IS NOT NULL THEN
