@@ -269,6 +269,28 @@ BEGIN
 END
 $fn$;
 
+-- _ack_cursor is what an ack reads of group p_grp's cursor on partition
+-- p_pid: committed, delivered and the lease. A subscribed group that has
+-- not read the partition yet is at its subscription start, without a
+-- lease; a group with neither reads as NULLs.
+CREATE OR REPLACE FUNCTION queen._ack_cursor(p_pid uuid, p_grp text, OUT committed bigint, OUT delivered bigint,
+                                             OUT cur_lease uuid, OUT expires timestamptz)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+BEGIN
+    SELECT c.committed, c.delivered, c.lease_id, c.lease_expires_at INTO committed, delivered, cur_lease, expires
+    FROM queen.consumers c
+    WHERE c.partition_id = p_pid AND c.group_name = p_grp;
+    IF NOT FOUND THEN
+        SELECT queen._start_offset(p.id, sb.from_ts) INTO committed
+        FROM queen.partitions p
+        JOIN queen.queues x ON x.id = p.queue_id
+        JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = p_grp
+        WHERE p.id = p_pid;
+        delivered := committed;
+    END IF;
+END
+$fn$;
+
 -- _ack_resolve locks the cursors the acks name and resolves each item: its
 -- offset above the cursor (NULL: at or below it, a no-op) and, when it must
 -- be refused, the problem and its code.
@@ -305,21 +327,7 @@ BEGIN
                          -- may hash every partition
                          (SELECT p.num FROM queen.partitions p WHERE p.id = r.pid) AS num
                   FROM (SELECT DISTINCT r.pid, r.grp FROM raw r) r) u
-            -- The group's cursor; a subscribed group that has not read the
-            -- partition yet is at its subscription start.
-            LEFT JOIN LATERAL (
-                SELECT cc.committed, cc.delivered, cc.lease_id AS cur_lease, cc.lease_expires_at AS expires
-                FROM queen.consumers cc
-                WHERE cc.partition_id = u.pid AND cc.group_name = u.grp
-                UNION ALL
-                SELECT st.start, st.start, NULL, NULL
-                FROM (SELECT queen._start_offset(p.id, sb.from_ts) AS start
-                      FROM queen.partitions p
-                      JOIN queen.queues x ON x.id = p.queue_id
-                      JOIN queen.subscriptions sb ON sb.queue_name = x.name AND sb.group_name = u.grp
-                      WHERE p.id = u.pid) st
-                WHERE NOT EXISTS (SELECT 1 FROM queen.consumers cc
-                                  WHERE cc.partition_id = u.pid AND cc.group_name = u.grp)) c ON true
+            CROSS JOIN LATERAL queen._ack_cursor(u.pid, u.grp) c
         ),
         itm AS (
             SELECT r.idx, r.pid, r.grp, r.txid, r.status, r.lease, r.err, cu.num, cu.part_missing,
@@ -436,6 +444,26 @@ BEGIN
 END
 $fn$;
 
+-- _ack_dead_letters makes the dead letters an ack's signals call for
+-- (offsets p_offs, with their errors and attempts) at or below the new
+-- cursor p_upto; those above it are not applied (the messages come back).
+-- Returns the offsets it dead-lettered.
+CREATE OR REPLACE FUNCTION queen._ack_dead_letters(p_pid uuid, p_grp text, p_offs bigint[], p_errors text[],
+                                                    p_attempts int[], p_upto bigint, p_now timestamptz)
+RETURNS bigint[] LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_done bigint[] := '{}';
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_offs, 1), 0) LOOP
+        IF p_offs[i] <= p_upto THEN
+            PERFORM queen._dead_letter(p_pid, p_grp, p_offs[i], p_errors[i], p_attempts[i], p_now);
+            v_done := array_append(v_done, p_offs[i]);
+        END IF;
+    END LOOP;
+    RETURN v_done;
+END
+$fn$;
+
 -- _ack_unit applies the call's acks to one cursor: the ack rule (semantics.md
 -- §3.5.3), the dead letters at or below the new cursor, the head's attempts,
 -- the lease and the retryDelay hold. It returns what the results report.
@@ -446,7 +474,7 @@ DECLARE
     sg             record;
     v_retry_limit  int;
     v_retry_delay  int;
-    v_applied_dead bigint[] := '{}';
+    v_applied_dead bigint[];
     v_committed    bigint;
     v_attempts     int;      -- the new head's
     v_released     boolean;  -- the lease ends
@@ -472,14 +500,8 @@ BEGIN
     END IF;
     v_committed := greatest(v_committed, cr.committed);
 
-    -- Dead letters at or below the new cursor are applied.
-    FOR i IN 1 .. coalesce(array_length(sg.dead_offs, 1), 0) LOOP
-        IF sg.dead_offs[i] <= v_committed THEN
-            PERFORM queen._dead_letter(p_pid, p_grp, sg.dead_offs[i], sg.dead_errors[i],
-                                       sg.dead_attempts[i], v_now);
-            v_applied_dead := array_append(v_applied_dead, sg.dead_offs[i]);
-        END IF;
-    END LOOP;
+    v_applied_dead := queen._ack_dead_letters(p_pid, p_grp, sg.dead_offs, sg.dead_errors, sg.dead_attempts,
+                                              v_committed, v_now);
 
     -- A failed stop right above the cursor consumed an attempt; a moved
     -- cursor starts a fresh head.
