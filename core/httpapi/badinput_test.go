@@ -203,3 +203,24 @@ func TestBadInputEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// A push whose body holds a NUL in a string, a lone surrogate escape, or
+// text after its one JSON value is refused with a 400 that says which,
+// and writes nothing.
+func TestPushRefusesBadEscapesAndTrailingText(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	for body, says := range map[string]string{
+		`{"items":[{"queue":"q","payload":"a\u0000b"}]}`:             "NUL",
+		`{"items":[{"queue":"q","partition":"\ud800","payload":1}]}`: "surrogate",
+		`{"items":[{"queue":"q","payload":1}]} }`:                    "one JSON value",
+	} {
+		r := s.do("POST", "/api/v1/push", body)
+		if r.status != 400 || !strings.Contains(r.errorText(t), says) {
+			t.Errorf("%s: %d %s, want 400 saying %q", body, r.status, r.body, says)
+		}
+	}
+	if n := s.rows("segments") + s.rows("queues"); n != 0 {
+		t.Fatalf("refused pushes wrote %d rows", n)
+	}
+}

@@ -57,16 +57,23 @@ func TestCompatSubscriptionModes(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink for concurrent handlers.
+// lockedBuffer is a log sink for concurrent handlers. wrote, when not nil,
+// is signalled after each write.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.b.Write(p)
+	n, err := l.b.Write(p)
+	select {
+	case l.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
 }
 
 func (l *lockedBuffer) String() string {
@@ -92,7 +99,7 @@ func (c cancelInPop) Pop(ctx context.Context, req queen.PopRequest) (queen.PopRe
 // that says so.
 func TestCompatCancelledLongPollIsNotAnOutage(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := &lockedBuffer{wrote: make(chan struct{}, 1)}
 	entered := make(chan struct{}, 1)
 	s := newServer(t, func(cfg *httpapi.Config, st *queen.Store) {
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -111,12 +118,13 @@ func TestCompatCancelledLongPollIsNotAnOutage(t *testing.T) {
 	<-entered
 	cancel()
 	<-done
-	deadline := time.Now().Add(5 * time.Second)
+	timeout := time.After(replyLimit)
 	for !strings.Contains(logs.String(), "client closed the request") && !strings.Contains(logs.String(), "database unavailable") {
-		if time.Now().After(deadline) {
+		select {
+		case <-logs.wrote:
+		case <-timeout:
 			t.Fatalf("no record of the cancelled request; logs:\n%s", logs.String())
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if out := logs.String(); strings.Contains(out, "database unavailable") || strings.Contains(out, "level=WARN") || strings.Contains(out, "level=ERROR") {
 		t.Fatalf("a cancelled long poll was logged as a failure:\n%s", out)

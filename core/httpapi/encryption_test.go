@@ -1,8 +1,8 @@
 package httpapi_test
 
-// Payload encryption at rest (issue 9): queues with encryptionEnabled keep
-// only ciphertext in the database; every read path opens it; a server
-// without the right key says so (503) and neither writes nor leases.
+// Payload encryption at rest: queues with encryptionEnabled keep only
+// ciphertext in the database; every read path opens it; a server without
+// the right key says so (503) and neither writes nor leases.
 
 import (
 	"bytes"

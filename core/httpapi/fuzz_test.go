@@ -286,23 +286,3 @@ func FuzzSeek(f *testing.F) {
 		`{"toEnd":true,"toBeginning":true}`, `{}`, `{"offsets":{"p":1e30}}`,
 	})
 }
-
-// Inputs the fuzzers and issue 12's probe found, each refused with a 400
-// that says what is wrong, writing nothing.
-func TestRegressionBadEscapesAndTrailingText(t *testing.T) {
-	t.Parallel()
-	s := newServer(t)
-	for body, says := range map[string]string{
-		`{"items":[{"queue":"q","payload":"a\u0000b"}]}`:             "NUL",
-		`{"items":[{"queue":"q","partition":"\ud800","payload":1}]}`: "surrogate",
-		`{"items":[{"queue":"q","payload":1}]} }`:                    "one JSON value",
-	} {
-		r := s.do("POST", "/api/v1/push", body)
-		if r.status != 400 || !strings.Contains(r.errorText(t), says) {
-			t.Errorf("%s: %d %s, want 400 saying %q", body, r.status, r.body, says)
-		}
-	}
-	if n := s.rows("segments") + s.rows("queues"); n != 0 {
-		t.Fatalf("refused pushes wrote %d rows", n)
-	}
-}

@@ -95,3 +95,60 @@ func TestAckAfterSeekNamesTheLease(t *testing.T) {
 		t.Fatalf("ack under the lease a seek ended: %q, want it to name the lease", msg)
 	}
 }
+
+// Of six identical concurrent transactions (ack under lease L + push,
+// requiredLeases [L]) exactly one applies (§3.7.1); the others get 409 and
+// push nothing. A replay afterwards is refused too. Five messages, each
+// raced for in turn, so a race that is only usually lost still shows.
+func TestIdenticalConcurrentTransactionsApplyOnce(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	const jobs, copies = 5, 6
+	for job := range jobs {
+		s.pushN("jobs", "a", 1)
+		p, ok := s.popWildcard("jobs", "w", "&batch=1")
+		if !ok {
+			t.Fatalf("job %d: no job", job)
+		}
+		m := p.Messages[0]
+		body := map[string]any{
+			"operations": []map[string]any{
+				{"type": "ack", "transactionId": m.TransactionID, "partitionId": m.PartitionID, "status": "completed", "consumerGroup": "w"},
+				{"type": "push", "items": []map[string]any{{"queue": "results", "partition": "r", "payload": map[string]any{"job": job}}}},
+			},
+			"requiredLeases": []string{p.LeaseID},
+		}
+		statuses := make([]int, copies)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				statuses[i] = s.do("POST", "/api/v1/transaction", body).status
+			}()
+		}
+		close(start)
+		wg.Wait()
+		applied := 0
+		for _, st := range statuses {
+			switch st {
+			case 200:
+				applied++
+			case 409:
+			default:
+				t.Fatalf("job %d: statuses %v, want one 200 and 409s", job, statuses)
+			}
+		}
+		if applied != 1 {
+			t.Fatalf("job %d: %d of %d identical transactions applied (statuses %v), want exactly 1", job, applied, copies, statuses)
+		}
+		if r := s.do("POST", "/api/v1/transaction", body); r.status != 409 {
+			t.Fatalf("job %d: replay answered %d %s, want 409", job, r.status, r.body)
+		}
+	}
+	if b := s.browse("queue=results&partition=r&limit=100"); len(b.Messages) != jobs {
+		t.Fatalf("results holds %d messages after %d jobs, want %d", len(b.Messages), jobs, jobs)
+	}
+}
