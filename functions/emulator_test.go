@@ -96,17 +96,20 @@ func startEmulator(t *testing.T, rie, bootstrap string, env ...string) *emulator
 			t.Logf("%s emulator output:\n%s", e.name, out.String())
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
+	// The emulator says nothing when it starts listening (log level
+	// error) and offers no other signal: connecting is the only way to see
+	// it, so the port is polled until it answers.
+	deadline := time.Now().Add(time.Minute)
 	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+ports[0], 100*time.Millisecond)
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+ports[0], time.Second)
 		if err == nil {
 			c.Close()
 			return e
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("emulator not listening: %v\n%s", err, out.String())
+			t.Fatalf("emulator not listening after a minute: %v\n%s", err, out.String())
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the poll's interval
 	}
 }
 

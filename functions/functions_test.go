@@ -69,7 +69,7 @@ func checkSizes(t *testing.T, dir string) {
 		}
 		t.Logf("%-8s %6.2f MB", fn, float64(st.Size())/1e6)
 		if st.Size() > maxBootstrapBytes {
-			t.Errorf("%s bootstrap is %.2f MB, over SPEC's 15 MB", fn, float64(st.Size())/1e6)
+			t.Errorf("%s bootstrap is %.2f MB, over the 15 MB limit (docs/benchmarks.md)", fn, float64(st.Size())/1e6)
 		}
 	}
 }
@@ -234,13 +234,13 @@ func testPush(t *testing.T, start func(env ...string) *emulator) {
 		sqsRecord("sqs-2", `{"k":2}`, map[string]string{"queue": "ingest", "partition": "b"}),
 		sqsRecord("sqs-bad", `{"k":3}`, map[string]string{"queue": "no spaces allowed"}),
 	}}
-	for round := 1; round <= 2; round++ {
+	for delivery := 1; delivery <= 2; delivery++ {
 		resp := invokeAs[events.SQSEventResponse](fn, sqs)
 		if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "sqs-bad" {
-			t.Fatalf("SQS round %d: batch item failures %+v, want sqs-bad only", round, resp.BatchItemFailures)
+			t.Fatalf("SQS delivery %d: batch item failures %+v, want sqs-bad only", delivery, resp.BatchItemFailures)
 		}
 		if n := messages(t, env, "ingest"); n != 2 {
-			t.Fatalf("SQS round %d: ingest holds %d messages, want 2", round, n)
+			t.Fatalf("SQS delivery %d: ingest holds %d messages, want 2", delivery, n)
 		}
 	}
 	// Each is the first message of its segment, whose key is the segment's.

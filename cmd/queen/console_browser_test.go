@@ -101,6 +101,17 @@ func (b *browser) waitFor(what, expr string) {
 	b.do(what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(15*time.Second)))
 }
 
+// waitForWithin is waitFor for conditions that take longer to come: it
+// polls for up to limit.
+func (b *browser) waitForWithin(what, expr string, limit time.Duration) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, limit+5*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(limit))); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // cells returns the text of the cells of the first row matching sel.
 func (b *browser) cells(sel string) []string {
 	b.t.Helper()
@@ -119,9 +130,10 @@ func (b *browser) screenshot(name string, viewport ...bool) {
 	if b.shot == "" {
 		return
 	}
-	// Fonts and the last refresh settle first; a passing toast would float
-	// over the middle of a whole-page picture.
-	time.Sleep(300 * time.Millisecond)
+	// The fonts are loaded first (a picture taken before shows fallback
+	// fonts); a passing toast would float over the middle of a whole-page
+	// picture.
+	b.waitFor("the fonts", `document.fonts.status === 'loaded'`)
 	b.do("hide the toast", chromedp.Evaluate[chromedp.Void](`document.querySelector('#flash').hidden = true`))
 	shot := chromedp.FullScreenshot(100)
 	if len(viewport) > 0 && viewport[0] {
@@ -221,7 +233,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	must("POST", "/api/v1/push", `{"items":[{"queue":"emails","payload":{"to":"late@example.com"}}]}`, 201)
 	b.waitFor("the overview refreshing", `Number(document.querySelector('#queues tr[data-queue="emails"] td:nth-child(3)').textContent.replace(/,/g, '')) >= 5`)
 	if b.shot != "" {
-		time.Sleep(15 * time.Second) // samples for the charts
+		// The charts draw the samples the page takes every 2 s: seven more,
+		// about 15 s of the traffic above.
+		n := eval[int](b, `samples.length`)
+		b.waitForWithin("samples for the charts", fmt.Sprintf(`samples.length >= %d`, n+7), time.Minute)
 	}
 	b.screenshot("overview")
 

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -46,18 +45,14 @@ func startConsole(t *testing.T, env map[string]string, loadAWS awsConfigLoader, 
 			t.Logf("console output:\n%s\n%s", c.stdout.String(), stderr.String())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(c.stdout.String(), "Queen console on") {
+	waitUntil(t, "queen console starting", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("queen console ended: %v\n%s", err, stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queen console did not start:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.Contains(c.stdout.String(), "Queen console on")
+	})
 	return c
 }
 

@@ -50,24 +50,34 @@ func startServe(t *testing.T, env map[string]string, args ...string) *server {
 			t.Logf("serve output:\n%s\n%s", s.stdout.String(), s.stderr.String())
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(s.base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s
-			}
-		}
+	waitUntil(t, "serve healthy", func() bool {
 		select {
 		case err := <-s.done:
 			t.Fatalf("serve ended: %v\n%s", err, s.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not healthy: %v\n%s", err, s.stderr.String())
+		resp, err := http.Get(s.base + "/health")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return s
+}
+
+// waitUntil polls cond until it holds, failing the test after a minute.
+// The states waited for (a server answering, a row the reaper writes, a
+// line printed) come with no event to wait on, so they are polled; the
+// limit only turns a hang into a failure.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(20 * time.Millisecond) // the poll's interval
 	}
 }
 
@@ -96,7 +106,9 @@ func (s *server) do(method, path, body string) (int, string) {
 func TestServe(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewDatabase(t)
-	s := startServe(t, map[string]string{"DATABASE_URL": dbURL, "QUEEN_REAPER_INTERVAL": "100ms"})
+	// Long-polls may wait 15 minutes, far longer than the test waits for
+	// serve to stop: only the shutdown can end the one below in time.
+	s := startServe(t, map[string]string{"DATABASE_URL": dbURL, "QUEEN_REAPER_INTERVAL": "100ms", "QUEEN_MAX_WAIT_MS": "900000"})
 
 	out := s.stdout.String()
 	for _, want := range []string{"Queen is serving on http://localhost:", "curl -s -X POST http://localhost:", "/api/v1/push", "Ctrl-C"} {
@@ -136,45 +148,46 @@ func TestServe(t *testing.T) {
 	if err := pgstoretest.ExpireLeases(ctx, conn, pop.LeaseID); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	count := func(sql string) int {
 		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM queen.consumers WHERE lease_id IS NULL AND attempts = 1`).Scan(&n); err != nil {
+		if err := conn.QueryRow(ctx, sql).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the reaper loop did not expire the lease within 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
+		return n
 	}
+	waitUntil(t, "the reaper loop expiring the lease", func() bool {
+		return count(`SELECT count(*) FROM queen.consumers WHERE lease_id IS NULL AND attempts = 1`) == 1
+	})
 
-	// Shutdown: a long-poll in flight answers 204 at once, and serve
-	// returns cleanly.
-	type result struct {
-		status int
-		took   time.Duration
-	}
-	lp := make(chan result, 1)
+	// Shutdown: a long-poll in flight answers 204, and serve returns
+	// cleanly — no request holds the shutdown up to its limit.
+	lp := make(chan int, 1)
 	go func() {
-		start := time.Now()
-		resp, err := http.Get(s.base + "/api/v1/pop/queue/idle?wait=true&timeout=20000")
+		resp, err := http.Get(s.base + "/api/v1/pop/queue/idle?wait=true&timeout=900000&consumerGroup=waiter")
 		if err != nil {
-			lp <- result{status: -1}
+			lp <- -1
 			return
 		}
 		resp.Body.Close()
-		lp <- result{resp.StatusCode, time.Since(start)}
+		lp <- resp.StatusCode
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The long-poll's first pop subscribes its group; then it waits.
+	waitUntil(t, "the long-poll's first pop", func() bool {
+		return count(`SELECT count(*) FROM queen.subscriptions WHERE queue_name = 'idle' AND group_name = 'waiter'`) == 1
+	})
 	if err := s.stop(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
-	r := <-lp
-	if r.status != 204 || r.took > 10*time.Second {
-		t.Errorf("long-poll during shutdown: status %d after %v, want 204 well before its 20 s timeout", r.status, r.took)
+	select {
+	case st := <-lp:
+		if st != 204 {
+			t.Errorf("long-poll during shutdown: status %d, want 204", st)
+		}
+	case <-time.After(time.Minute):
+		t.Error("the long-poll in flight got no answer though serve stopped")
+	}
+	if strings.Contains(s.stderr.String(), "msg=shutdown") {
+		t.Errorf("serve's shutdown waited for a request to its limit:\n%s", s.stderr.String())
 	}
 	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(s.base, "http://"), time.Second); err == nil {
 		t.Error("still listening after shutdown")

@@ -151,29 +151,50 @@ func TestHandlerCatchesUpInBatches(t *testing.T) {
 	}
 }
 
+// reapWatch reports the start of every reaper pass on started.
+type reapWatch struct {
+	queen.Store
+	started chan struct{}
+}
+
+func (w reapWatch) Reap(ctx context.Context, req queen.ReapRequest) (queen.ReapStats, error) {
+	select {
+	case w.started <- struct{}{}:
+	default:
+	}
+	return w.Store.Reap(ctx, req)
+}
+
+// Loop runs a pass every interval and logs each; it returns when its
+// context is cancelled.
 func TestLoopStopsWithContext(t *testing.T) {
 	t.Parallel()
 	env := pgstoretest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	var logs lockedBuffer
+	store := reapWatch{Store: env.Store, started: make(chan struct{}, 1)}
 	go func() {
-		reaper.Loop(ctx, env.Store, 10*time.Millisecond, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		reaper.Loop(ctx, store, 10*time.Millisecond, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		close(done)
 	}()
-	// Wait for a pass or two, bounded.
-	deadline := time.Now().Add(10 * time.Second)
-	for !logs.contains("reaper pass") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// The second pass starts once the first has been logged.
+	for i := range 2 {
+		select {
+		case <-store.started:
+		case <-time.After(time.Minute):
+			t.Fatalf("%d reaper passes within a minute", i)
+		}
 	}
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Loop did not return after cancel")
 	}
 	if !logs.contains("reaper pass") {
-		t.Error("no pass logged")
+		t.Errorf("no pass logged:\n%s", logs.String())
 	}
 }
 
@@ -187,6 +208,12 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (b *lockedBuffer) contains(s string) bool {
