@@ -113,31 +113,23 @@ DECLARE
     v_now    timestamptz := coalesce(p_now, clock_timestamp());
     q        queen.queues;
     v_window int;
-    v_locked boolean := false;
     v_at     timestamptz;
 BEGIN
-    IF p_opts->'encryptionEnabled' IS NOT NULL
-       OR (p_opts->'dedupWindowSeconds' IS NOT NULL
-           AND (p_opts->>'dedupWindowSeconds')::int IS DISTINCT FROM
-               (SELECT x.dedup_window FROM queen.queues x WHERE x.name = p_queue)) THEN
+    IF p_opts->'encryptionEnabled' IS NOT NULL OR p_opts->'dedupWindowSeconds' IS NOT NULL THEN
         -- Exclusive against pushes (they hold it shared while they read the
         -- queue): no push that read the old encryption setting commits
         -- plain payloads after this, and every push is wholly before or
         -- after a change of the dedup window, whose time is taken below,
-        -- once the pushes in flight have committed.
+        -- once the pushes in flight have committed. Taken whenever either
+        -- is given, changed or not, so that concurrent configures of one
+        -- queue take turns rather than fail.
         PERFORM pg_advisory_xact_lock(queen.queue_lock_key(p_queue));
-        v_locked := true;
     END IF;
     v_at := coalesce(p_now, clock_timestamp());
     INSERT INTO queen.queues (name, created_at, updated_at)
     VALUES (p_queue, v_now, v_now)
     ON CONFLICT (name) DO NOTHING;
     SELECT x.dedup_window INTO v_window FROM queen.queues x WHERE x.name = p_queue FOR NO KEY UPDATE;
-    IF NOT v_locked AND (p_opts->>'dedupWindowSeconds')::int <> v_window THEN
-        -- Another configure changed the window since it was read above:
-        -- run again (the caller retries a serialization failure).
-        RAISE EXCEPTION 'queue % was reconfigured concurrently', p_queue USING ERRCODE = '40001';
-    END IF;
     UPDATE queen.queues SET
         namespace = coalesce(p_namespace, namespace),
         task = coalesce(p_task, task),
