@@ -27,6 +27,7 @@ import (
 // is delivered once, as pushed (none waits unseen behind a missing ready
 // row). QUEEN_CHECK_SEED replays the producers' choices.
 func TestGeneratedPushesUnderContention(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.New(t)
 	seed := uint64(envInt(t, "QUEEN_CHECK_SEED", 1))
 	t.Logf("seed %d (QUEEN_CHECK_SEED=%d to replay)", seed, seed)
@@ -179,6 +180,7 @@ func TestGeneratedPushesUnderContention(t *testing.T) {
 // generated ids that spans partitions writes their ready rows again, so the
 // group's next pop (any partition) finds what it pushed.
 func TestSpreadPushWakesACaughtUpGroup(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	pushGenerated(t, e, "wake", "a", 1)
 	res := pop(t, e, queen.PopRequest{Queue: "wake", ConsumerGroup: "g", Batch: 10})
@@ -217,6 +219,7 @@ func TestSpreadPushWakesACaughtUpGroup(t *testing.T) {
 // here does not retry: a deadlock would fail a push. QUEEN_CHECK_SEED
 // replays the producers' choices.
 func TestSpreadPushesNeverDeadlock(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.New(t)
 	store := pgstore.New(e.Pool, pgstore.Config{DeadlockRetries: -1})
 	seed := uint64(envInt(t, "QUEEN_CHECK_SEED", 1))
@@ -254,6 +257,7 @@ func TestSpreadPushesNeverDeadlock(t *testing.T) {
 // A push that spans partitions stores each item's producer (the Store's
 // callers may set one per item; the HTTP API sets the caller's on all).
 func TestSpreadPushKeepsEachItemsProducer(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	if _, err := e.Store.Push(ctx, []queen.PushItem{
 		{Queue: "subs", Partition: "a", Payload: payload(1), ProducerSub: "alice"},
@@ -277,6 +281,7 @@ func TestSpreadPushKeepsEachItemsProducer(t *testing.T) {
 // create first, then lock the queue's row, then the partitions' (semantics.md
 // §3.1.3). Run through a Store that does not retry deadlocks.
 func TestCappedPushesCreatingPartitionsNeverDeadlock(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.New(t)
 	store := pgstore.New(e.Pool, pgstore.Config{DeadlockRetries: -1})
 	if _, err := store.Configure(ctx, queen.ConfigureRequest{Queue: "cap",

@@ -21,6 +21,7 @@ import (
 // plan, no statement a push, pop or ack runs inside them
 // compiles any.
 func TestRoutinesNeverCompileJIT(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	cfg, err := pgx.ParseConfig(e.URL)
 	if err != nil {

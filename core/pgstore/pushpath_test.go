@@ -19,6 +19,7 @@ import (
 // same items get the same statuses and offsets, and what a pop returns is
 // what the push said it stored, under the id the push reported.
 func TestOnePartitionPushAnswersAsAnyPush(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	trace := "trace-3"
 	first := []queen.PushItem{
@@ -128,6 +129,7 @@ func TestOnePartitionPushAnswersAsAnyPush(t *testing.T) {
 // hash of "victim" that points at the message of "m0"), as a 64-bit
 // collision would be.
 func TestDedupHashCollisionIsNotADuplicate(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	first := pushN(t, e, "hashq", "p", "m", 1)[0]
 	for _, spread := range []bool{false, true} {
@@ -164,6 +166,7 @@ func TestDedupHashCollisionIsNotADuplicate(t *testing.T) {
 // the key is gone, even if the window later grows; without that run, it is
 // still there and the grown window takes it back.
 func TestDedupKeyStaysGoneAfterTheReaperWhenTheWindowGrows(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	configure(t, e, "long", queen.QueueOptions{}) // another queue keeps the default hour
 	for _, reap := range []bool{true, false} {
@@ -192,6 +195,7 @@ func TestDedupKeyStaysGoneAfterTheReaperWhenTheWindowGrows(t *testing.T) {
 // while the window is 0 records none, even once the window is back, and a
 // key still inside its window outlives its segment's retention.
 func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	one := func(queue, txid string) queen.PushResult {
 		t.Helper()
@@ -254,6 +258,7 @@ func TestFirstMessageKeysFollowTheWindow(t *testing.T) {
 // and only the first message of each segment has a key: a key at or below
 // the delivered window then does not say that no copy lies beyond it.
 func TestAckOfAnUndeliveredRepeatWithoutDedup(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	configure(t, e, "nodedup", queen.QueueOptions{DedupWindowSeconds: ptr(0)})
 	pushQueued(t, e, "nodedup", "a")      // offset 0, the first of its segment
@@ -275,6 +280,7 @@ func TestAckOfAnUndeliveredRepeatWithoutDedup(t *testing.T) {
 // key of the older copy, the first message of its segment, stays with its
 // segment. That older key must not pass for the newest.
 func TestAckOfAnUndeliveredRepeatAfterTheReaper(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	configure(t, e, "reused", queen.QueueOptions{DedupWindowSeconds: ptr(5)})
 	pushQueued(t, e, "reused", "a") // offset 0, the first of its segment
@@ -310,6 +316,7 @@ func pushQueued(t *testing.T, e *pgstoretest.Env, queue string, txids ...string)
 // leave dedup working once the window is on: a period without dedup that
 // was never closed would hide every later first key.
 func TestConcurrentWindowChangesLeaveDedupOn(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	configure(t, e, "toggled", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
 	var wg sync.WaitGroup
@@ -341,6 +348,7 @@ func TestConcurrentWindowChangesLeaveDedupOn(t *testing.T) {
 // under a long window followed by a short spell of window 0 with no reap
 // in it prunes nothing: once the window is back the key is still live.
 func TestWindowChangeWithoutAReapKeepsKeys(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	configure(t, e, "spell", queen.QueueOptions{DedupWindowSeconds: ptr(3600)})
 	pushQueued(t, e, "spell", "a")
@@ -367,6 +375,7 @@ func TestWindowChangeWithoutAReapKeepsKeys(t *testing.T) {
 // for the lock; once A commits, B must report t2 as a duplicate at A's
 // offset and store only t0 and t3, right after A's messages.
 func TestBatchDedupSeesAPushThatCommitsWhileItWaits(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	pushQueued(t, e, "race", "t-old") // the partition exists: offset 0
 
@@ -462,6 +471,7 @@ func waitForPushLock(t *testing.T, e *pgstoretest.Env) {
 // and a push committed in between whose segment is gone still counts by its
 // keys.
 func TestBatchDedupAcrossRetentionWhileItWaits(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	configureAt := func(e *pgstoretest.Env, opts string) {
 		t.Helper()

@@ -30,6 +30,7 @@ import (
 // no named prepared statements, no SET / PREPARE / LISTEN / session advisory
 // lock in any statement, and no session state left on the connection.
 func TestOneRoundTripPerOperation(t *testing.T) {
+	t.Parallel()
 	env := pgstoretest.NewClocked(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 // UUIDv7, and the id sent back later as the client's own is a duplicate of
 // the message it names, in that partition only, on every push path.
 func TestGeneratedIdsAreUUIDv7sThatDeduplicate(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	gen := func(partition string) queen.PushItem {
 		return queen.PushItem{Queue: "g", Partition: partition, Payload: payload(partition)}
@@ -89,6 +90,7 @@ func TestGeneratedIdsAreUUIDv7sThatDeduplicate(t *testing.T) {
 // A message removed by retention while its id's window is open still
 // makes that id a duplicate (semantics.md §3.2.1), a generated id as any other.
 func TestGeneratedIdSentBackAfterRetentionIsADuplicate(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	configure(t, e, "r", queen.QueueOptions{DedupWindowSeconds: ptr(3600), RetentionSeconds: ptr(1)})
 	stored := append(pushGenerated(t, e, "r", "p", 1), pushGenerated(t, e, "r", "p", 3)...)
@@ -133,6 +135,7 @@ func partitionNum(t *testing.T, e *pgstoretest.Env, queue, partition string) int
 // nothing that can be (digits that do not fit, not hex, upper case), the id
 // deduplicates like any other.
 func TestClientIdsInTheGeneratedForm(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "c", "p", "first", 1) // offset 0
 	num := partitionNum(t, e, "c", "p")
@@ -168,6 +171,7 @@ func TestClientIdsInTheGeneratedForm(t *testing.T) {
 // Generated ids are unique across partitions too: one push to many new
 // partitions, all at offset 0 in the same millisecond.
 func TestGeneratedIdsOfOnePushAreDistinct(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	items := make([]queen.PushItem, 3000)
 	for i := range items {
@@ -191,6 +195,7 @@ func TestGeneratedIdsOfOnePushAreDistinct(t *testing.T) {
 // an older copy with a key must not pass for already committed.
 // (Found by review.)
 func TestAckFindsASelfLocatedCopyBeyondTheDeliveredWindow(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	configure(t, e, "q", queen.QueueOptions{DedupWindowSeconds: ptr(60)})
 	pushQueued(t, e, "q", "m0")
@@ -220,6 +225,7 @@ func TestAckFindsASelfLocatedCopyBeyondTheDeliveredWindow(t *testing.T) {
 // reaper pruned under a short window keeps it out when the window grows.
 // A generated id follows both rules (the model's). (Found by review.)
 func TestGeneratedIdsFollowWindowChanges(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		window  int
@@ -254,6 +260,7 @@ func TestGeneratedIdsFollowWindowChanges(t *testing.T) {
 // does not fit a generated id: ids generated there are random, and
 // deduplicate all the same.
 func TestGeneratedIdsBeyondTheirOffsetRange(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	pushN(t, e, "big", "p", "x", 1)
 	num := int64(len(strconv.FormatInt(partitionNum(t, e, "big", "p"), 16)))
@@ -315,6 +322,7 @@ func TestGeneratedIdsBeyondTheirOffsetRange(t *testing.T) {
 // the same (a push that skipped a key for an id that names nothing would
 // lose a duplicate).
 func TestGeneratedIdFormNamesPartitionAndOffset(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	form := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7a([1-9a-f])([1-9a-f])-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	for _, num := range []int64{1, 15, 16, 4095, 1 << 20, 1 << 40, 1<<56 - 1} {
@@ -365,6 +373,7 @@ func pushGenerated(t *testing.T, e *pgstoretest.Env, queue, partition string, n 
 // index itself: one for each segment whose first id names some other
 // place or none, whoever made the id; and every id still deduplicates.
 func TestSelfLocatedSegmentsHaveNoFirstKeyEntry(t *testing.T) {
+	t.Parallel()
 	e := pgstoretest.NewClocked(t)
 	if _, err := e.Pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pageinspect"); err != nil {
 		t.Skipf("counting index entries needs the pageinspect extension: %v", err)

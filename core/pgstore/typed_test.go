@@ -21,6 +21,7 @@ import (
 // server has: its parameters in order, by name and type; its result
 // columns, every one, by name and type (a uuid may be read as text).
 func TestTypedStatements(t *testing.T) {
+	t.Parallel()
 	env := pgstoretest.NewClocked(t)
 	ctx := context.Background()
 	conn, err := env.Pool.Acquire(ctx)
@@ -129,6 +130,7 @@ func (q queryRowOnly) QueryRow(ctx context.Context, sql string, args ...any) pgx
 // A Store over some other DB sends the same statements as text through its
 // QueryRow: pushes to one and to several partitions, a pop and an ack work.
 func TestStoreOverAnotherDB(t *testing.T) {
+	t.Parallel()
 	env := pgstoretest.NewClocked(t)
 	ctx := context.Background()
 	s := pgstore.New(queryRowOnly{env.Pool}, pgstore.Config{Clock: env.Clock.Now})
