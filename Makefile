@@ -13,11 +13,14 @@ help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36mmake %-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: lint test-go test-infra ## run every test (starts its own Postgres unless DATABASE_URL is set)
+test: lint ## run every test (starts its own Postgres unless DATABASE_URL is set)
+	@# The Go tests and the stack's tests side by side: both spend much of their
+	@# time waiting (on Postgres, timers, the Lambda emulator), not computing.
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-go test-infra
 
 .PHONY: test-go
-test-go: ## Go tests of core, functions and cmd against real Postgres, with the race detector
-	$(GO) test -race -count=1 ./...
+test-go: ## Go tests of core, functions and cmd against real Postgres, with the race detector (four packages at a time: most of their time is waiting)
+	$(GO) test -race -count=1 -p 4 ./...
 
 .PHONY: test-short
 test-short: ## the quick lane (about a minute): smaller random runs, no benchmark smoke test, no infra
