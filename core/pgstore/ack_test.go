@@ -237,3 +237,53 @@ func TestStaleStopSignalKeepsTheLiveLease(t *testing.T) {
 	}
 	mustAck(t, e, ack(b.Messages[0], "", b.LeaseID, queen.AckCompleted))
 }
+
+func TestTransactionIsAtomic(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	pushN(t, e, "in", "p", "m", 2)
+	r := pop(t, e, queen.PopRequest{Queue: "in", Batch: 2})
+
+	// A failing operation applies nothing: the ack of an unknown partition
+	// keeps the push out, and vice versa a full queue keeps the ack out.
+	_, err := e.Store.Transaction(ctx, queen.TransactionRequest{
+		Acks:   []queen.Ack{ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted), {PartitionID: "00000000-0000-0000-0000-0000000000aa", TransactionID: "nope", Status: "completed"}},
+		Pushes: []queen.PushItem{{Queue: "out", Payload: payload(1)}},
+	})
+	if !errors.Is(err, queen.ErrNotFound) {
+		t.Fatalf("transaction with a bad ack: %v", err)
+	}
+	configure(t, e, "full", queen.QueueOptions{MaxSize: ptr[int64](1)})
+	_, err = e.Store.Transaction(ctx, queen.TransactionRequest{
+		Acks:   []queen.Ack{ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted)},
+		Pushes: []queen.PushItem{{Queue: "full", Payload: payload(1)}, {Queue: "full", Payload: payload(2)}},
+	})
+	if !errors.Is(err, queen.ErrQueueFull) {
+		t.Fatalf("transaction into a full queue: %v", err)
+	}
+	if c := cursor(t, e, r.Messages[0].PartitionID, queen.QueueModeGroup); c != -1 {
+		t.Fatalf("failed transaction moved the cursor to %d", c)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.queues WHERE name = 'out'"); n != 0 {
+		t.Fatal("failed transaction created a queue")
+	}
+	_, err = e.Store.Transaction(ctx, queen.TransactionRequest{
+		RequiredLeases: []string{"00000000-0000-0000-0000-000000000000"},
+		Pushes:         []queen.PushItem{{Queue: "out", Payload: payload(1)}},
+	})
+	if !errors.Is(err, queen.ErrConflict) {
+		t.Fatalf("transaction with a dead required lease: %v", err)
+	}
+
+	res, err := e.Store.Transaction(ctx, queen.TransactionRequest{
+		Acks:           []queen.Ack{ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted)},
+		Pushes:         []queen.PushItem{{Queue: "out", Payload: payload("moved")}},
+		RequiredLeases: []string{r.LeaseID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Acks) != 1 || *res.Acks[0].Committed != 1 || len(res.Pushes) != 1 || res.Pushes[0].Status != queen.StatusQueued {
+		t.Fatalf("transaction result %+v", res)
+	}
+}

@@ -133,3 +133,13 @@ func browsedOffsets(msgs []queen.BrowsedMessage) []int64 {
 	}
 	return out
 }
+
+// depth is a queue's depth as its detail reports it.
+func depth(t *testing.T, e *pgstoretest.Env, queue string) int64 {
+	t.Helper()
+	d, err := e.Store.Queue(ctx, queue)
+	if err != nil {
+		t.Fatalf("queue %s: %v", queue, err)
+	}
+	return d.Depth
+}

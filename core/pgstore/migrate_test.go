@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -471,4 +472,36 @@ func TestBatchedMigrationResumes(t *testing.T) {
 		res.Chunks != 0 || len(res.Applied) != 0 {
 		t.Errorf("second run: %+v %v, want nothing to do", res, err)
 	}
+}
+
+// Migrations are idempotent and safe when several processes start at once.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	if _, err := e.Pool.Exec(ctx, "DROP SCHEMA queen CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	applied := make([]int, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := pgstore.MigrateURL(ctx, e.URL)
+			errs[i], applied[i] = err, len(res.Applied)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("migrator %d: %v", i, err)
+		}
+		total += applied[i]
+	}
+	if total != len(pgstore.Migrations()) {
+		t.Fatalf("migrations applied %d times in all, want each once (%d)", total, len(pgstore.Migrations()))
+	}
+	pushN(t, e, "q", "p", "m", 1)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -584,5 +585,71 @@ func TestPushRacingQueueDeletion(t *testing.T) {
 	}
 	if n := count(t, e, "SELECT count(*) FROM queen.segments"); n != 3 {
 		t.Fatalf("%d segments, want 3 (q1 twice, the new q2 once)", n)
+	}
+}
+
+func TestMaxSize(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	configure(t, e, "q", queen.QueueOptions{MaxSize: ptr[int64](3)})
+	pushN(t, e, "q", "a", "a", 2)
+	_, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "q", Partition: "b", Payload: payload(1)}, {Queue: "q", Partition: "b", Payload: payload(2)}})
+	if !errors.Is(err, queen.ErrQueueFull) {
+		t.Fatalf("push beyond maxSize: %v, want ErrQueueFull", err)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.segments"); n != 1 {
+		t.Fatalf("rejected push wrote segments: %d", n)
+	}
+	// Consuming makes room.
+	r := pop(t, e, queen.PopRequest{Queue: "q", Batch: 2})
+	mustAck(t, e, ack(r.Messages[1], "", r.LeaseID, queen.AckCompleted))
+	if _, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "q", Partition: "b", Payload: payload(1)}, {Queue: "q", Partition: "b", Payload: payload(2)}}); err != nil {
+		t.Fatalf("push after consuming: %v", err)
+	}
+}
+
+func TestValidationWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	long := strings.Repeat("x", 256)
+	bad := []struct {
+		item  queen.PushItem
+		field string
+	}{
+		{queen.PushItem{Queue: "", Payload: payload(1)}, "items[0].queue"},
+		{queen.PushItem{Queue: "has space", Payload: payload(1)}, "items[0].queue"},
+		{queen.PushItem{Queue: long, Payload: payload(1)}, "items[0].queue"},
+		{queen.PushItem{Queue: "q", Partition: "a\x00b", Payload: payload(1)}, "items[0].partition"},
+		{queen.PushItem{Queue: "q", Partition: "\xff\xfe", Payload: payload(1)}, "items[0].partition"},
+		{queen.PushItem{Queue: "q", Partition: long, Payload: payload(1)}, "items[0].partition"},
+		{queen.PushItem{Queue: "q", TransactionID: long, Payload: payload(1)}, "items[0].transactionId"},
+		{queen.PushItem{Queue: "q", Payload: []byte(`{"a":`)}, "items[0].payload"},
+		{queen.PushItem{Queue: "q", Payload: []byte("\"\xff\"")}, "items[0].payload"},
+	}
+	for _, b := range bad {
+		_, err := e.Store.Push(ctx, []queen.PushItem{b.item})
+		var fe *queen.FieldError
+		if !errors.As(err, &fe) || fe.Field != b.field || !errors.Is(err, queen.ErrInvalid) {
+			t.Errorf("push %+v: err %v, want invalid %s", b.item, err, b.field)
+		}
+	}
+	if _, err := e.Store.Push(ctx, nil); !errors.Is(err, queen.ErrInvalid) {
+		t.Errorf("empty push: %v", err)
+	}
+	for _, req := range []queen.PopRequest{{Queue: "q", Batch: -1}, {Queue: "q", Batch: queen.MaxBatch + 1}, {Queue: "bad name"}, {Queue: "q", Partitions: 1000}, {Queue: "q", Mode: "sometimes"}} {
+		if _, err := e.Store.Pop(ctx, req); !errors.Is(err, queen.ErrInvalid) {
+			t.Errorf("pop %+v: %v", req, err)
+		}
+	}
+	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{LeaseTime: ptr(0)}}); !errors.Is(err, queen.ErrInvalid) {
+		t.Errorf("configure leaseTime 0: %v", err)
+	}
+	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "q", Options: queen.QueueOptions{EncryptionEnabled: ptr(true)}}); !errors.Is(err, queen.ErrKeyUnavailable) {
+		t.Errorf("configure encryptionEnabled on a store without a key: %v, want ErrKeyUnavailable", err)
+	}
+	for _, table := range []string{"queues", "partitions", "segments", "dedup", "subscriptions"} {
+		if n := count(t, e, "SELECT count(*) FROM queen."+table); n != 0 {
+			t.Errorf("rejected requests wrote %d rows to %s", n, table)
+		}
 	}
 }

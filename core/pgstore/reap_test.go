@@ -1,0 +1,167 @@
+package pgstore_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/pgstoretest"
+)
+
+func TestReaperRetentionAndDedup(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	configure(t, e, "done", queen.QueueOptions{CompletedRetentionSeconds: ptr(60), DedupWindowSeconds: ptr(30)})
+	pushN(t, e, "done", "p", "a", 2)
+	pushN(t, e, "done", "p", "b", 2)
+	r := pop(t, e, queen.PopRequest{Queue: "done", ConsumerGroup: "g1", Batch: 2})
+	mustAck(t, e, ack(r.Messages[1], "g1", r.LeaseID, queen.AckCompleted))
+	r = pop(t, e, queen.PopRequest{Queue: "done", ConsumerGroup: "g2", Batch: 4})
+	mustAck(t, e, ack(r.Messages[3], "g2", r.LeaseID, queen.AckCompleted))
+
+	e.Clock.Advance(45 * time.Second)
+	st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 100})
+	// Four keys, of which the two of the segments' first messages are
+	// their segments' (they leave with them): two key rows to prune.
+	if err != nil || st.DedupPruned != 2 || st.SegmentsCompleted != 0 {
+		t.Fatalf("reap at 45 s: %+v %v, want 2 dedup key rows pruned and nothing completed yet", st, err)
+	}
+	if res := pushN(t, e, "done", "p", "a", 1); res[0].Status != queen.StatusQueued {
+		t.Fatalf("key after its window: %s", res[0].Status)
+	}
+	e.Clock.Advance(30 * time.Second)
+	st, err = e.Store.Reap(ctx, queen.ReapRequest{Batch: 100})
+	if err != nil || st.SegmentsCompleted != 1 {
+		t.Fatalf("reap at 75 s: %+v %v, want only the segment both groups committed", st, err)
+	}
+	// Caught up, and idempotent.
+	st, _ = e.Store.Reap(ctx, queen.ReapRequest{Batch: 100})
+	if st.Did() || st.Behind {
+		t.Fatalf("second reap did work: %+v", st)
+	}
+}
+
+// A reaper pass whose time is up stops after a round of one batch of each
+// kind and says what it left; the next pass catches up on all of it.
+func TestReaperPassLeavesBacklogAndCatchesUp(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	configure(t, e, "busy", queen.QueueOptions{LeaseTime: ptr(10), RetentionSeconds: ptr(60), DedupWindowSeconds: ptr(30)})
+	for i := range 8 {
+		part := fmt.Sprintf("p%d", i)
+		// Three client-made ids: the segment holds the first key, two key
+		// rows go to the dedup table.
+		pushN(t, e, "busy", part, "k"+part, 3)
+		if r := pop(t, e, queen.PopRequest{Queue: "busy", Partition: part, ConsumerGroup: "g", Batch: 3}); len(r.Messages) != 3 {
+			t.Fatalf("pop %s: %d messages", part, len(r.Messages))
+		}
+	}
+	// Every lease expired, every key past its window, every segment past
+	// its retention: 8 leases, 16 key rows, 8 segments.
+	e.Clock.Advance(61 * time.Second)
+
+	st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 3, Deadline: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := queen.ReapStats{LeasesExpired: 3, DedupPruned: 3, SegmentsRetained: 3, Batches: 4, Behind: true,
+		Backlog: queen.ReapBacklog{Leases: 5, Dedup: 13, Retention: 5}}
+	if st != want {
+		t.Fatalf("pass out of time:\n got %+v\nwant %+v", st, want)
+	}
+
+	st, err = e.Store.Reap(ctx, queen.ReapRequest{Batch: 3})
+	if err != nil || st.Behind || st.Backlog != (queen.ReapBacklog{}) ||
+		st.LeasesExpired != 5 || st.DedupPruned != 13 || st.SegmentsRetained != 5 {
+		t.Fatalf("pass without a deadline: %+v %v, want the rest done and nothing left", st, err)
+	}
+	if d := depth(t, e, "busy"); d != 0 {
+		t.Errorf("depth after retention %d, want 0", d)
+	}
+	if res := pushN(t, e, "busy", "p0", "kp0", 1); res[0].Status != queen.StatusQueued {
+		t.Errorf("a key past its window still deduplicates: %s", res[0].Status)
+	}
+}
+
+// A queue that sets no retention, or turns it off, keeps its messages for
+// the deployment's default; one that sets its own keeps them for that.
+func TestDeploymentDefaultRetention(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	cfg := pgstoretest.StoreConfig()
+	cfg.Clock = e.Clock.Now
+	cfg.DefaultRetentionSeconds = 100
+	e.Store = pgstore.New(e.Pool, cfg)
+
+	configure(t, e, "own", queen.QueueOptions{RetentionSeconds: ptr(1000)})
+	configure(t, e, "off", queen.QueueOptions{RetentionSeconds: ptr(10), RetentionEnabled: ptr(false)})
+	for _, q := range []string{"unset", "own", "off"} {
+		pushN(t, e, q, "p", "x", 2)
+		detail, err := e.Store.Queue(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 100
+		if q == "own" {
+			want = 1000
+		}
+		if got := detail.Options.EffectiveRetentionSeconds; got != want {
+			t.Errorf("%s: effectiveRetentionSeconds %d, want %d", q, got, want)
+		}
+	}
+	e.Clock.Advance(99 * time.Second)
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil || st.SegmentsRetained != 0 {
+		t.Fatalf("reap at 99 s: %+v %v, want nothing retained", st, err)
+	}
+	e.Clock.Advance(2 * time.Second)
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil || st.SegmentsRetained != 2 {
+		t.Fatalf("reap at 101 s: %+v %v, want the segments of unset and off retained", st, err)
+	}
+	for q, want := range map[string]int64{"unset": 0, "off": 0, "own": 2} {
+		if d := depth(t, e, q); d != want {
+			t.Errorf("%s: depth %d, want %d", q, d, want)
+		}
+	}
+}
+
+// After retention removes the head, failed attempts count against the
+// oldest surviving message, which is dead-lettered on schedule.
+func TestRetentionGapKeepsAttemptCounting(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	configure(t, e, "q", queen.QueueOptions{RetentionSeconds: ptr(60), RetryLimit: ptr(1)})
+	pushN(t, e, "q", "p", "old", 3) // offsets 0..2
+	e.Clock.Advance(50 * time.Second)
+	pushN(t, e, "q", "p", "new", 1) // offset 3
+	e.Clock.Advance(20 * time.Second)
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		r := pop(t, e, queen.PopRequest{Queue: "q", Partition: "p"})
+		if len(r.Messages) != 1 || r.Messages[0].Offset != 3 || r.Messages[0].RetryCount != attempt {
+			t.Fatalf("attempt %d: %+v, want offset 3 with retryCount %d", attempt, r.Messages, attempt)
+		}
+		mustAck(t, e, ack(r.Messages[0], "", r.LeaseID, queen.AckFailed))
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.dlq WHERE msg_offset = 3"); n != 1 {
+		t.Fatalf("offset 3 failed twice with retryLimit 1: %d dead letters, want 1", n)
+	}
+	// An expiry whose head was removed charges nobody and moves on.
+	pushN(t, e, "q", "p2", "x", 2)
+	r := pop(t, e, queen.PopRequest{Queue: "q", Partition: "p2", Batch: 2})
+	e.Clock.Advance(301 * time.Second) // lease gone, and retention removes both messages
+	pushN(t, e, "q", "p2", "y", 1)
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	r = pop(t, e, queen.PopRequest{Queue: "q", Partition: "p2"})
+	if !equal(offsets(r.Messages), []int64{2}) || r.Messages[0].RetryCount != 0 {
+		t.Fatalf("after the expired head was removed got %+v, want offset 2 fresh", r.Messages)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.dlq WHERE partition_name = 'p2'"); n != 0 {
+		t.Fatalf("%d dead letters for removed messages", n)
+	}
+}
