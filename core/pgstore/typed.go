@@ -37,8 +37,6 @@ type typedStmt[P, R any] struct {
 	routine string
 	sql     string
 	sd      *pgconn.StatementDescription
-	params  []string // the parameters' names, in order
-	columns []string // the result columns' names, in order
 }
 
 // typedColumn is one field of a declaration: its name and SQL type.
@@ -81,12 +79,10 @@ func typed[P, R any](routine string) *typedStmt[P, R] {
 	st := &typedStmt[P, R]{routine: routine, sd: &pgconn.StatementDescription{}}
 	var args, cols []string
 	for i, c := range typedColumns(reflect.TypeFor[P]()) {
-		st.params = append(st.params, c.name)
 		st.sd.ParamOIDs = append(st.sd.ParamOIDs, typeOID(c.typ))
 		args = append(args, fmt.Sprintf("%s => $%d::%s", c.name, i+1, c.typ))
 	}
 	for _, c := range typedColumns(reflect.TypeFor[R]()) {
-		st.columns = append(st.columns, c.name)
 		st.sd.Fields = append(st.sd.Fields, pgconn.FieldDescription{Name: c.name, DataTypeOID: typeOID(c.typ)})
 		cols = append(cols, "r."+c.name+"::"+c.typ)
 	}
