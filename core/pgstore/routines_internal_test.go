@@ -198,11 +198,6 @@ func TestCompatRetired(t *testing.T) {
 // than one thing.
 const maxRoutineLines = 80
 
-// oversizedRoutines are the routines still over maxRoutineLines: the two
-// push paths, which merge into one general path of small routines
-// (issue 35). The list only shrinks.
-var oversizedRoutines = map[string]bool{"push_partition_v2": true, "_push_arrays": true}
-
 func TestRoutinesAreShort(t *testing.T) {
 	longest := map[string]routine{} // of a name's overloads
 	for _, r := range routines(t) {
@@ -211,11 +206,8 @@ func TestRoutinesAreShort(t *testing.T) {
 		}
 	}
 	for name, r := range longest {
-		switch {
-		case r.lines > maxRoutineLines && !oversizedRoutines[name]:
+		if r.lines > maxRoutineLines {
 			t.Errorf("%s: queen.%s is %d lines, over %d: split it", r.file, name, r.lines, maxRoutineLines)
-		case r.lines <= maxRoutineLines && oversizedRoutines[name]:
-			t.Errorf("%s: queen.%s is %d lines now: take it off oversizedRoutines", r.file, name, r.lines)
 		}
 	}
 }

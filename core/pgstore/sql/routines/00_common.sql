@@ -44,11 +44,9 @@
 --   cursor rather than once per item is MATERIALIZED.
 -- * A push to one partition (the common case) is push_partition_v2: its
 --   items come as arrays and its reply goes back as offsets, so the
---   database neither parses nor renders JSON, and a push of one message
---   has a smaller write statement of its own (starting up a plan costs in
---   proportion to its size). When the server makes every id (nothing to
---   probe), the statement that writes takes the partition's lock itself,
---   as the bare append of the benchmark does. A push that spans
+--   database neither parses nor renders JSON. When the server makes every
+--   id (nothing to probe), the statement that writes takes the partition's
+--   lock itself, as the bare append of the benchmark does. A push that spans
 --   partitions (and transactions, and dead-letter retries) is _push: it
 --   reads its items once, finds its partitions, then locks them; only the
 --   offsets, the dedup probes and the writes happen under the locks.
@@ -376,28 +374,7 @@ RETURNS TABLE (seen bigint) LANGUAGE sql STABLE AS $$
          ORDER BY d.msg_offset DESC LIMIT 1))
 $$;
 
--- _pushed_since lists the messages of partition number p_num (queue p_qid)
--- after offset p_after: (transactionId, offset, whether it counts as a
--- dedup key for a push at the window start p_since and floor p_floor). A
--- batch push probes its keys before it takes the partition's lock
--- (push_partition_v2) and then reads only what was pushed in between: read
--- through the segments' primary key, a few segments. Inlined into its
--- caller; the fence evaluates the key test once per segment.
 DROP FUNCTION IF EXISTS queen._pushed_since(bigint, bigint, bigint, timestamptz, timestamptz);
-CREATE OR REPLACE FUNCTION queen._pushed_since(p_num bigint, p_qid bigint, p_after bigint,
-                                               p_since timestamptz, p_floor timestamptz)
-RETURNS TABLE (txid text, msg_offset bigint, live boolean) LANGUAGE sql STABLE AS $$
-    SELECT queen.seg_txid(x.txid, s.created_at, p_num, s.base_offset + x.i - 1, s.id_seed), s.base_offset + x.i - 1,
-           s.live
-    FROM (SELECT s.base_offset, s.txid, s.txids, s.created_at, s.id_seed, s.id_count,
-                 s.created_at > p_since AND s.created_at > p_floor AND NOT queen._dedup_off(p_qid, s.created_at) AS live
-          FROM queen.segments s
-          WHERE s.partition_num = p_num AND s.base_offset > p_after
-          OFFSET 0) s
-    -- zipped, so a segment of derived ids (one NULL) still gives a row per message
-    CROSS JOIN LATERAL ROWS FROM (unnest(queen.seg_all(s.txid, s.txids)),
-                                  generate_series(1, queen.seg_count(s.txids, s.id_count))) AS x(txid, i)
-$$;
 
 -- payload_json renders a stored payload for a reply: plain JSON text as
 -- itself, a sealed payload (p_key set) as a JSON string of its base64 text,

@@ -3,11 +3,19 @@
 --
 -- Every statement below finds rows by key (scalar subqueries, = ANY), so its
 -- cost does not depend on how many queues, partitions or dedup keys exist.
--- Two routines: push_partition_v2 (below) for a push whose items all go to one
--- partition, in a few small statements (00_common.sql's notes); _push for the rest
--- (several partitions, transactions, dead-letter retries), which in the
--- steady state reads the items, locks the queue names, looks up the
--- partitions, locks them (reading their offsets) and writes.
+-- Two entry points: push_partition_v2 (below) for a push whose items all
+-- go to one partition, and push_v3 / _push for the rest (several
+-- partitions, transactions, dead-letter retries). Each takes one of two
+-- ways by the items' shape (docs/benchmarks.md, "Push fast paths", says
+-- what the first buys):
+--   * every id generated, to existing partitions of uncapped queues: the
+--     UPDATE that numbers the items takes the partitions' locks, in one
+--     statement (_push_partition_append, _push_partition_append_one for one
+--     message, _push_append across partitions);
+--   * the general way: look the partitions up (creating what is missing),
+--     lock them, and probe the keys and write under the locks
+--     (_push_partition_write, _push_partition_write_one for one message;
+--     _push_locked, _push_plan, _push_write across partitions).
 
 -- _push_items reads a push's items [{queue, partition, payload,
 -- transactionId, traceId, producerSub, keyId, snapshot}] once, into arrays
@@ -375,17 +383,12 @@ CREATE OR REPLACE FUNCTION queen._push_arrays(it queen.push_items, p_now timesta
                                               OUT offsets bigint[], OUT txids text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
-    pr        record;  -- _push_pairs
-    pl        record;  -- _push_partitions
-    v_pids    uuid[];  -- per item: its partition, queue and dedup window
-    v_qids    bigint[];
-    v_wins    int[];
-    v_locked  uuid[];  -- the locked partitions, their numbers, offsets and push times
-    v_nums    bigint[];
-    v_lasts   bigint[];
-    v_at      timestamptz[];
-    v_full    text;
-    v_subs    boolean;  -- the fast way: whether the queues have groups
+    pr     record;  -- _push_pairs
+    pl     record;  -- _push_partitions
+    v_pids uuid[];  -- per item: its partition, queue and dedup window
+    v_qids bigint[];
+    v_wins int[];
+    v_subs boolean;  -- whether the queues have subscribed groups (_push_append)
 BEGIN
     IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'push' AND enabled) THEN
         RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
@@ -418,26 +421,40 @@ BEGIN
         SELECT a.nums, a.ats, a.offsets, a.txids, a.subs INTO nums, ats, offsets, txids, v_subs
         FROM queen._push_append(v_pids, v_wins, it.payloads, it.traces, it.subs, it.keys, pr.queues, p_now, p_seed) a;
         fresh := array_fill(true, ARRAY[cardinality(v_pids)]);
-        IF v_subs THEN  -- as _push_write's rdy
-            INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
-            SELECT f.qid, s.group_name, f.pid, nextval('queen.ready_order')
-            FROM unnest(pl.pids, pl.qids, pr.qn) AS f(pid, qid, qn)
-            JOIN queen.subscriptions s ON s.queue_name = f.qn
-            WHERE (SELECT 1 FROM queen.ready r WHERE r.partition_id = f.pid AND r.group_name = s.group_name) IS NULL
-            ORDER BY f.qid, s.group_name, f.pid
-            ON CONFLICT DO NOTHING;
+        IF v_subs THEN
+            PERFORM queen._push_ready(pl.pids, pl.qids, pr.qn);
         END IF;
-        qn := it.qn;
-        pn := it.pn;
-        traces := it.traces;
-        pids := v_pids;
-        RETURN;
+    ELSE
+        SELECT w.nums, w.ats, w.fresh, w.offsets, w.txids INTO nums, ats, fresh, offsets, txids
+        FROM queen._push_locked(it, v_pids, v_qids, v_wins, pl.pids, pr.queues, pl.capped, p_now, p_seed) w;
     END IF;
+    qn := it.qn;
+    pn := it.pn;
+    traces := it.traces;
+    pids := v_pids;
+END
+$fn$;
 
+-- _push_locked locks the partitions of a push (p_parts; the capped queues'
+-- rows first when p_capped) and writes its items (_push_write), then
+-- checks the capped queues' sizes. See _push_plan for the arguments.
+CREATE OR REPLACE FUNCTION queen._push_locked(it queen.push_items, p_pids uuid[], p_qids bigint[], p_wins int[],
+                                              p_parts uuid[], p_queues text[], p_capped boolean,
+                                              p_now timestamptz, p_seed bigint,
+                                              OUT nums bigint[], OUT ats timestamptz[], OUT fresh boolean[],
+                                              OUT offsets bigint[], OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_locked uuid[];  -- the locked partitions, their numbers, offsets and push times
+    v_nums   bigint[];
+    v_lasts  bigint[];
+    v_at     timestamptz[];
+    v_full   text;
+BEGIN
     -- Capped queues: hold the queue row so the size check below is exact.
-    IF pl.capped THEN
+    IF p_capped THEN
         PERFORM 1 FROM queen.queues x
-        WHERE x.name = ANY (pr.queues) AND x.max_size > 0
+        WHERE x.name = ANY (p_queues) AND x.max_size > 0
         ORDER BY x.name COLLATE "C"
         FOR NO KEY UPDATE;
     END IF;
@@ -447,8 +464,8 @@ BEGIN
     SELECT array_agg(l.id), array_agg(l.num), array_agg(l.last_offset), array_agg(l.last_pushed_at)
     INTO v_locked, v_nums, v_lasts, v_at
     FROM (SELECT p.id, p.num, p.last_offset, p.last_pushed_at FROM queen.partitions p
-          WHERE p.id = ANY (pl.pids) ORDER BY p.id FOR NO KEY UPDATE) l;
-    IF cardinality(v_locked) IS DISTINCT FROM cardinality(pl.pids) THEN
+          WHERE p.id = ANY (p_parts) ORDER BY p.id FOR NO KEY UPDATE) l;
+    IF cardinality(v_locked) IS DISTINCT FROM cardinality(p_parts) THEN
         -- A partition vanished under us (its queue was deleted): retry.
         RAISE EXCEPTION 'push raced a queue deletion' USING ERRCODE = '40001';
     END IF;
@@ -456,23 +473,19 @@ BEGIN
     -- Stamped while the partition locks are held: created_at is monotone
     -- per partition in commit order.
     SELECT w.nums, w.ats, w.fresh, w.offsets, w.txids INTO nums, ats, fresh, offsets, txids
-    FROM queen._push_write(it, v_pids, v_qids, v_wins, v_locked, v_nums, v_lasts, v_at,
+    FROM queen._push_write(it, p_pids, p_qids, p_wins, v_locked, v_nums, v_lasts, v_at,
                            coalesce(p_now, clock_timestamp()), p_seed) w;
 
-    IF pl.capped THEN
+    IF p_capped THEN
         SELECT x.name INTO v_full
         FROM queen.queues x
-        WHERE x.name = ANY (pr.queues) AND x.max_size > 0
+        WHERE x.name = ANY (p_queues) AND x.max_size > 0
           AND queen.queue_depth(x.id) > x.max_size
         LIMIT 1;
         IF v_full IS NOT NULL THEN
             RAISE EXCEPTION 'queue % is full', v_full USING ERRCODE = 'QN429';
         END IF;
     END IF;
-    qn := it.qn;
-    pn := it.pn;
-    traces := it.traces;
-    pids := v_pids;
 END
 $fn$;
 
@@ -518,29 +531,30 @@ $fn$;
 -- the partition, its number, the push's time, and per item, in input
 -- order, whether it was stored (fresh), the offset it is at (a duplicate:
 -- the offset its first copy is at) and its transactionId, NULL for an id
--- derived from p_seed. The common push (every id generated, an existing
--- partition) returns no arrays when its items were stored at the next
--- offsets: fresh and offsets are NULL, the items are at first_offset
--- onwards, and txids is NULL too unless some id is not derived. A
--- message's id is queen.message_id of its partition and offset.
+-- derived from p_seed. A push whose ids are all generated, to an existing
+-- partition (_push_partition_append, _push_partition_append_one), returns no fresh nor offsets: its
+-- items are at first_offset onwards, and txids is NULL too unless some id
+-- is not derived. A message's id is queen.message_id of its partition and
+-- offset.
 
 -- _push_target looks up and locks the partition of a push_partition_v2 call,
--- creating it (and its queue) when missing. Capped queues get their queue
--- row held first, as in _push.
+-- creating it (and its queue) when missing, and says whether the queue has
+-- subscribed groups. Capped queues get their queue row held first, as in
+-- _push.
 DROP FUNCTION IF EXISTS queen._push_target(text, text, boolean, timestamptz);
 CREATE OR REPLACE FUNCTION queen._push_target(p_queue text, p_partition text, p_plain boolean, p_now timestamptz,
                                               OUT pid uuid, OUT pnum bigint, OUT qid bigint, OUT last bigint,
-                                              OUT last_at timestamptz,
-                                              OUT dedup_window int, OUT max_size bigint, OUT paused boolean,
-                                              OUT dedup_floor timestamptz)
+                                              OUT last_at timestamptz, OUT dedup_window int, OUT max_size bigint,
+                                              OUT dedup_floor timestamptz, OUT subs boolean)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_encrypted boolean;
 BEGIN
     FOR n IN 1 .. 2 LOOP  -- look up; create what is missing, then look again
         SELECT x.id, x.dedup_window, x.max_size, x.encryption_enabled,
-               (SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = x.id)
-        INTO qid, dedup_window, max_size, v_encrypted, dedup_floor
+               (SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = x.id),
+               EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue)
+        INTO qid, dedup_window, max_size, v_encrypted, dedup_floor, subs
         FROM queen.queues x WHERE x.name = p_queue;
         IF v_encrypted AND p_plain THEN
             RAISE EXCEPTION 'queue % is encrypted: its payloads must be sealed', p_queue
@@ -567,6 +581,267 @@ BEGIN
 END
 $fn$;
 
+-- _push_ready gives each subscribed group of the queues a ready row for
+-- each partition a push wrote to (p_pids, p_qids and p_queues in lock
+-- order, one per partition) that has none. An existing row is left alone,
+-- unlocked: a push in flight never hides its partition from the pops that
+-- scan the ready set. A statement of its own after the partitions' locks,
+-- so that it sees a row removed before they were granted (queen._unschedule).
+CREATE OR REPLACE FUNCTION queen._push_ready(p_pids uuid[], p_qids bigint[], p_queues text[])
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+BEGIN
+    INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
+    SELECT f.qid, s.group_name, f.pid, nextval('queen.ready_order')
+    FROM unnest(p_pids, p_qids, p_queues) AS f(pid, qid, qn)
+    JOIN queen.subscriptions s ON s.queue_name = f.qn
+    -- the common case, a row already there: one probe, no nextval and no
+    -- speculative insert (a scalar subquery, so no generic plan turns it
+    -- into a scan of queen.ready)
+    WHERE (SELECT 1 FROM queen.ready r WHERE r.partition_id = f.pid AND r.group_name = s.group_name) IS NULL
+    ORDER BY f.qid, s.group_name, f.pid
+    ON CONFLICT DO NOTHING;
+END
+$fn$;
+
+-- _push_partition_append is push_partition_v2 for items whose ids are all
+-- generated (nothing to probe: each takes the next offset in input order),
+-- to an existing partition of an uncapped queue it may write to, pushes
+-- not paused; it returns no partition_id otherwise. One statement: the
+-- UPDATE that numbers the items takes the partition's lock itself, instead
+-- of a FOR NO KEY UPDATE and a later UPDATE of the row (one row operation
+-- under the lock instead of two), and its SET is evaluated once the lock is
+-- granted, so the push's time is stamped under it. The ids are derived
+-- (queen.gen_id from p_seed): the segment stores none and the reply
+-- carries none. When the last offset is too long to name (queen.self_fits;
+-- the offsets before it are shorter), the segment stores every id and the
+-- reply carries them, those too long to name random and with their keys.
+CREATE OR REPLACE FUNCTION queen._push_partition_append(p_queue text, p_partition text, p_payloads text[],
+                                                        p_trace_ids text[], p_producer_sub text, p_key_id text,
+                                                        p_now timestamptz, p_seed bigint,
+                                                        OUT partition_id uuid, OUT created_at timestamptz,
+                                                        OUT part_num bigint, OUT first_offset bigint,
+                                                        OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_qid  bigint;
+    v_subs boolean;  -- whether the queue has subscribed groups, read after the queue's advisory lock
+    v_n    int := cardinality(p_payloads);
+BEGIN
+    WITH l AS MATERIALIZED (
+        UPDATE queen.partitions p
+        SET last_offset = p.last_offset + v_n,
+            -- stamped under the lock: created_at is monotone per partition
+            last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
+        FROM queen.queues x
+        WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_partition AND x.max_size = 0
+          AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
+          AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
+        RETURNING p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset - v_n AS last, x.dedup_window,
+                  p.last_pushed_at AS at, EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue) AS subs,
+                  -- the last offset fits the form, so do the ones before it
+                  queen.self_fits(p.num, p.last_offset) AS fit
+    ),
+    res AS MATERIALIZED (  -- only when some id is too long to name
+        SELECT g AS o, l.last + g AS off,
+               queen.seg_txid(queen.stored_txid(NULL, l.at, l.pnum, l.last + g), l.at, l.pnum, l.last + g, p_seed) AS txid
+        FROM l CROSS JOIN LATERAL generate_series(1, CASE WHEN l.fit THEN 0 ELSE v_n END) g
+    ),
+    seg AS (  -- one message in scalars, several in arrays
+        INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads,
+                                    trace_ids, producer_sub, key_id, located, id_seed, id_count)
+        SELECT l.pnum, l.last + 1, l.at,
+               CASE WHEN v_n = 1 AND NOT l.fit THEN (SELECT res.txid FROM res) END,
+               CASE WHEN v_n = 1 THEN p_payloads[1] END,
+               CASE WHEN v_n > 1 AND NOT l.fit THEN (SELECT array_agg(res.txid ORDER BY res.o) FROM res) END,
+               CASE WHEN v_n > 1 THEN p_payloads END,
+               CASE WHEN cardinality(array_remove(p_trace_ids, NULL)) > 0 THEN p_trace_ids END,
+               p_producer_sub, p_key_id,
+               -- the first id is self-located when it fits its form
+               nullif(queen.self_fits(l.pnum, l.last + 1), false),
+               CASE WHEN l.fit THEN p_seed END, CASE WHEN l.fit AND v_n > 1 THEN v_n END
+        FROM l
+    ),
+    dd AS (  -- as _push_partition_write: a generated id that does not fit its form
+        INSERT INTO queen.dedup (key, msg_offset, created_at)
+        SELECT queen.dedup_key(l.pid, res.txid), res.off, l.at
+        FROM l, res
+        WHERE l.dedup_window > 0 AND res.off > l.last + 1 AND NOT queen.self_fits(l.pnum, res.off)
+    )
+    SELECT l.pid, l.at, l.qid, l.subs, l.pnum, l.last + 1,
+           CASE WHEN NOT l.fit THEN (SELECT array_agg(res.txid ORDER BY res.o) FROM res) END
+    INTO partition_id, created_at, v_qid, v_subs, part_num, first_offset, txids
+    FROM l;
+    IF v_subs THEN
+        PERFORM queen._push_ready(ARRAY[partition_id], ARRAY[v_qid], ARRAY[p_queue]);
+    END IF;
+END
+$fn$;
+
+-- _push_partition_append_one is _push_partition_append for one message: the
+-- same rows, written by a plain UPDATE and INSERT, whose plans cost less
+-- to start up than the batch statement's CTEs (docs/benchmarks.md, "Push
+-- fast paths").
+CREATE OR REPLACE FUNCTION queen._push_partition_append_one(p_queue text, p_partition text, p_payload text,
+                                                     p_trace_id text, p_producer_sub text, p_key_id text,
+                                                     p_now timestamptz, p_seed bigint,
+                                                     OUT partition_id uuid, OUT created_at timestamptz,
+                                                     OUT part_num bigint, OUT first_offset bigint,
+                                                     OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_qid  bigint;
+    v_subs boolean;  -- whether the queue has subscribed groups, read after the queue's advisory lock
+BEGIN
+    UPDATE queen.partitions p
+    SET last_offset = p.last_offset + 1,
+        -- stamped under the lock: created_at is monotone per partition
+        last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
+    FROM queen.queues x
+    WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_partition AND x.max_size = 0
+      AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
+      AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
+    RETURNING p.id, p.num, x.id, p.last_offset, p.last_pushed_at,
+              EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue)
+    INTO partition_id, part_num, v_qid, first_offset, created_at, v_subs;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- The id is derived (queen.gen_id): nothing stored, nothing returned.
+    -- Only a place too long to name gets a random one.
+    IF NOT queen.self_fits(part_num, first_offset) THEN
+        txids := ARRAY[queen.stored_txid(NULL, _push_partition_append_one.created_at, part_num, first_offset)];
+    END IF;
+    INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids, producer_sub, key_id,
+                                located, id_seed)
+    VALUES (part_num, first_offset, _push_partition_append_one.created_at, txids[1], p_payload,
+            CASE WHEN p_trace_id IS NOT NULL THEN ARRAY[p_trace_id] END, p_producer_sub, p_key_id,
+            CASE WHEN txids IS NULL THEN true END, CASE WHEN txids IS NULL THEN p_seed END);
+    IF v_subs THEN
+        PERFORM queen._push_ready(ARRAY[partition_id], ARRAY[v_qid], ARRAY[p_queue]);
+    END IF;
+END
+$fn$;
+
+-- _push_partition_write stores the items of a push_partition_v2 call in
+-- their partition (p_pid, number p_pnum, queue p_qid, last offset p_last,
+-- locked; p_subs: the queue has subscribed groups) at time p_at, and
+-- returns per item whether it was stored, its offset and its stored id, as
+-- push_partition_v2 does. Fresh items take the next offsets in input
+-- order; an item whose key is live, or that repeats an earlier item,
+-- reports its first copy's. One statement writes them all.
+DROP FUNCTION IF EXISTS queen._push_partition_write(uuid, bigint, text, bigint, int, timestamptz, text[], text[],
+                                                    text[], text, text, boolean[], bigint[]);
+CREATE OR REPLACE FUNCTION queen._push_partition_write(p_queue text, p_pid uuid, p_pnum bigint, p_qid bigint,
+                                                       p_last bigint, p_window int, p_floor timestamptz,
+                                                       p_subs boolean, p_at timestamptz, p_txids text[],
+                                                       p_payloads text[],
+                                                       p_trace_ids text[], p_producer_sub text, p_key_id text,
+                                                       p_seed bigint,
+                                                       OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_since timestamptz := p_at - make_interval(secs => p_window);  -- the push's dedup window
+    v_floor timestamptz := coalesce(p_floor, '-infinity');          -- and its queue's floor
+BEGIN
+    WITH k AS MATERIALIZED (  -- materialized: one dedup probe per item
+        SELECT u.*,
+               CASE WHEN p_window > 0 AND u.o = u.first AND u.txid IS NOT NULL THEN
+                   -- a subquery per key, never a join: a generic plan made
+                   -- while the table was small would scan it for good
+                   (SELECT s.seen FROM queen._dedup_seen(p_pnum, p_pid, p_qid, u.txid, v_since, v_floor) s)
+               END AS seen
+        FROM (SELECT x.txid, x.payload, x.trace, x.o,
+                     CASE WHEN x.txid IS NULL THEN x.o ELSE min(x.o) OVER (PARTITION BY x.txid) END AS first
+              FROM unnest(p_txids, p_payloads, p_trace_ids) WITH ORDINALITY AS x(txid, payload, trace, o)) u
+    ),
+    r AS (
+        SELECT k.*, CASE WHEN k.fresh THEN p_last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
+        FROM (SELECT k.*, (p_window = 0 OR (k.o = k.first AND k.seen IS NULL)) AS fresh FROM k) k
+    ),
+    -- an item without an id gets one that names its place, derived
+    -- (NULL; queen.gen_id) unless the place is too long to name
+    res AS MATERIALIZED (
+        SELECT r.o, queen.stored_txid(r.txid, p_at, p_pnum, r.off) AS txid, r.txid IS NULL AS gen, r.payload, r.trace,
+               r.fresh, coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
+        FROM r
+    ),
+    seg AS (
+        -- one message in scalars, several in arrays; no ids when every
+        -- one is derived, else every one (a derived one rendered)
+        INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
+                                    producer_sub, key_id, located, id_seed, id_count)
+        SELECT p_pnum, p_last + 1, p_at,
+               CASE WHEN count(*) = 1 THEN min(res.txid) END, CASE WHEN count(*) = 1 THEN min(res.payload) END,
+               CASE WHEN count(*) > 1 AND bool_or(res.txid IS NOT NULL) THEN
+                   array_agg(queen.seg_txid(res.txid, p_at, p_pnum, res.off, p_seed) ORDER BY res.o) END,
+               CASE WHEN count(*) > 1 THEN array_agg(res.payload ORDER BY res.o) END,
+               CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
+               p_producer_sub, p_key_id,
+               nullif(bool_or(res.off = p_last + 1 AND queen.self_located(res.txid, res.gen, p_pnum, res.off)), false),
+               CASE WHEN bool_and(res.txid IS NULL) THEN p_seed END,
+               CASE WHEN bool_and(res.txid IS NULL) AND count(*) > 1 THEN count(*) END
+        FROM res WHERE res.fresh
+        HAVING count(*) > 0
+    ),
+    upd AS (
+        UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = p_at
+        FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
+        WHERE p.id = p_pid AND n.last IS NOT NULL
+    ),
+    dd AS (  -- the first message's key is the segment's (segments_first_key);
+             -- a self-located message needs none (migration 0015)
+        INSERT INTO queen.dedup (key, msg_offset, created_at)
+        SELECT queen.dedup_key(p_pid, res.txid), res.off, p_at
+        FROM res WHERE res.fresh AND p_window > 0 AND res.off > p_last + 1
+                   AND NOT queen.self_located(res.txid, res.gen, p_pnum, res.off)
+    )
+    SELECT array_agg(res.fresh ORDER BY res.o), array_agg(res.off ORDER BY res.o), array_agg(res.txid ORDER BY res.o)
+    INTO fresh, offsets, txids FROM res;
+    IF p_subs AND true = ANY (fresh) THEN
+        PERFORM queen._push_ready(ARRAY[p_pid], ARRAY[p_qid], ARRAY[p_queue]);
+    END IF;
+END
+$fn$;
+
+-- _push_partition_write_one is _push_partition_write for one message: a
+-- dedup probe and plain INSERT and UPDATE, whose plans cost less to start
+-- up than the batch statement's CTEs (docs/benchmarks.md, "Push fast
+-- paths").
+CREATE OR REPLACE FUNCTION queen._push_partition_write_one(p_queue text, p_pid uuid, p_pnum bigint, p_qid bigint,
+                                                           p_last bigint, p_window int, p_floor timestamptz,
+                                                           p_subs boolean, p_at timestamptz, p_txid text,
+                                                           p_payload text, p_trace_id text, p_producer_sub text,
+                                                           p_key_id text, p_seed bigint,
+                                                           OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_seen bigint;  -- the offset of the message's live copy
+BEGIN
+    IF p_window > 0 AND p_txid IS NOT NULL THEN
+        SELECT s.seen INTO v_seen
+        FROM queen._dedup_seen(p_pnum, p_pid, p_qid, p_txid, p_at - make_interval(secs => p_window),
+                               coalesce(p_floor, '-infinity')) s;
+    END IF;
+    fresh := ARRAY[v_seen IS NULL];
+    offsets := ARRAY[coalesce(v_seen, p_last + 1)];
+    -- a generated id is derived (NULL here and in the segment), unless its
+    -- place is too long to name
+    txids := ARRAY[queen.stored_txid(p_txid, p_at, p_pnum, p_last + 1)];
+    IF v_seen IS NOT NULL THEN
+        RETURN;
+    END IF;
+    INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids, producer_sub, key_id,
+                                located, id_seed)
+    VALUES (p_pnum, p_last + 1, p_at, txids[1], p_payload, CASE WHEN p_trace_id IS NOT NULL THEN ARRAY[p_trace_id] END,
+            p_producer_sub, p_key_id, nullif(queen.self_located(txids[1], p_txid IS NULL, p_pnum, p_last + 1), false),
+            CASE WHEN txids[1] IS NULL THEN p_seed END);
+    UPDATE queen.partitions p SET last_offset = p_last + 1, last_pushed_at = p_at WHERE p.id = p_pid;
+    IF p_subs THEN
+        PERFORM queen._push_ready(ARRAY[p_pid], ARRAY[p_qid], ARRAY[p_queue]);
+    END IF;
+END
+$fn$;
+
 CREATE OR REPLACE FUNCTION queen.push_partition_v2(p_queue text, p_partition text, p_txids text[], p_payloads text[],
                                                    p_trace_ids text[], p_producer_sub text, p_key_id text,
                                                    p_now timestamptz, p_seed bigint,
@@ -575,347 +850,60 @@ CREATE OR REPLACE FUNCTION queen.push_partition_v2(p_queue text, p_partition tex
                                                    OUT fresh boolean[], OUT offsets bigint[], OUT txids text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
-    t        record;   -- the partition, locked: pid, pnum, qid, last, last_at, dedup_window, max_size
-    v_paused boolean;
-    v_seen   bigint;   -- a one-message push: the offset of its live copy
-    v_since  timestamptz;  -- the start of the push's dedup window
-    v_floor  timestamptz;  -- and its queue's floor (no keys before it)
-    -- a batch's probes before the lock: the partition, its last offset, the
-    -- window and floor they used, and the keys found live with their offsets
-    v_pre_num    bigint;
-    v_pre_pid    uuid;
-    v_pre_qid    bigint;
-    v_pre_last   bigint;
-    v_pre_window int;
-    v_pre_floor  timestamptz;
-    v_pre_at     timestamptz;
-    v_pre_txids  text[];
-    v_pre_seen   bigint[];
-    -- the fast way below: the partition's number and queue, whether the
-    -- queue has subscribed groups, a 1-message push's offset
-    v_num        bigint;
-    v_qid        bigint;
-    v_subs       boolean;
-    v_off        bigint;
-    v_ids        int := cardinality(array_remove(p_txids, NULL));  -- items with the client's id
+    t record;  -- the partition, locked, its queue's settings and whether the queue has groups
 BEGIN
     -- Shared against subscription creation and queue deletion (exclusive).
     PERFORM pg_advisory_xact_lock_shared(queen.queue_lock_key(p_queue));
-    IF v_ids = 0 THEN
-        -- Every id is generated here (the common push): nothing to probe,
-        -- so the statement that writes takes the partition's lock itself.
-        -- It is started before the lock is taken, not under it, and pushes
-        -- to one partition queue behind less work (docs/benchmarks.md,
-        -- "Design measurements"). Only an existing partition of an uncapped queue it
-        -- may write to, pushes not paused; else the careful way below. Its
-        -- ready rows are written by a statement of their own, after the
-        -- lock, so that it sees a ready row removed before the lock was
-        -- granted (queen._unschedule); whether the queue has groups is read
-        -- by the writing statement, whose snapshot is taken after the
-        -- queue's advisory lock.
-        IF cardinality(p_txids) = 1 THEN
-            UPDATE queen.partitions p
-            SET last_offset = p.last_offset + 1,
-                -- stamped under the lock: created_at is monotone per partition
-                last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
-            FROM queen.queues x
-            WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_partition AND x.max_size = 0
-              AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
-              AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
-            RETURNING p.id, p.num, x.id, p.last_offset, p.last_pushed_at,
-                      EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue)
-            INTO partition_id, v_num, v_qid, v_off, created_at, v_subs;
-            IF FOUND THEN
-                part_num := v_num;
-                first_offset := v_off;
-                -- The id is derived (queen.gen_id): nothing stored, nothing
-                -- returned. Only a place too long to name gets a random one.
-                IF NOT queen.self_fits(v_num, v_off) THEN
-                    txids := ARRAY[queen.stored_txid(NULL, push_partition_v2.created_at, v_num, v_off)];
-                END IF;
-                INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
-                                            producer_sub, key_id, located, id_seed)
-                VALUES (v_num, v_off, push_partition_v2.created_at, txids[1], p_payloads[1],
-                        CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id,
-                        CASE WHEN txids IS NULL THEN true END, CASE WHEN txids IS NULL THEN p_seed END);
-            END IF;
-        ELSE
-            -- The items take the next offsets in input order. Their ids are
-            -- derived (queen.gen_id from p_seed): the segment stores none
-            -- and the reply carries none. When the last offset is too long
-            -- to name (queen.self_fits; the offsets before it are shorter),
-            -- the segment stores every id and the reply carries them, those
-            -- too long to name random and with their dedup keys.
-            --
-            -- The UPDATE takes the partition's lock itself, as the
-            -- one-message push above does, instead of a FOR NO KEY UPDATE
-            -- and a later UPDATE of the row: one row operation under the
-            -- lock instead of two. Its SET is evaluated once the lock is granted, so
-            -- the push's time is still stamped under it.
-            WITH l AS MATERIALIZED (
-                UPDATE queen.partitions p
-                SET last_offset = p.last_offset + cardinality(p_payloads),
-                    -- stamped under the lock: created_at is monotone per partition
-                    last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
-                FROM queen.queues x
-                WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_partition AND x.max_size = 0
-                  AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
-                  AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
-                RETURNING p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset - cardinality(p_payloads) AS last,
-                          x.dedup_window, p.last_pushed_at AS at,
-                          EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue) AS subs,
-                          -- the last offset fits the form, so do the ones before it
-                          queen.self_fits(p.num, p.last_offset) AS fit
-            ),
-            res AS MATERIALIZED (  -- only when some id is too long to name
-                SELECT g AS o, l.last + g AS off,
-                       queen.seg_txid(queen.stored_txid(NULL, l.at, l.pnum, l.last + g), l.at, l.pnum, l.last + g,
-                                      p_seed) AS txid
-                FROM l CROSS JOIN LATERAL generate_series(1, CASE WHEN l.fit THEN 0 ELSE cardinality(p_payloads) END) g
-            ),
-            seg AS (
-                INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads,
-                                            trace_ids, producer_sub, key_id, located, id_seed, id_count)
-                SELECT l.pnum, l.last + 1, l.at, NULL, NULL,
-                       CASE WHEN NOT l.fit THEN (SELECT array_agg(res.txid ORDER BY res.o) FROM res) END, p_payloads,
-                       CASE WHEN cardinality(array_remove(p_trace_ids, NULL)) > 0 THEN p_trace_ids END,
-                       p_producer_sub, p_key_id,
-                       -- the first id is self-located when it fits its form
-                       nullif(queen.self_fits(l.pnum, l.last + 1), false),
-                       CASE WHEN l.fit THEN p_seed END, CASE WHEN l.fit THEN cardinality(p_payloads) END
-                FROM l
-            ),
-            dd AS (  -- as in the careful way: a generated id that does not fit its form
-                INSERT INTO queen.dedup (key, msg_offset, created_at)
-                SELECT queen.dedup_key(l.pid, res.txid), res.off, l.at
-                FROM l, res
-                WHERE l.dedup_window > 0 AND res.off > l.last + 1 AND NOT queen.self_fits(l.pnum, res.off)
-            )
-            SELECT l.pid, l.at, l.qid, l.subs, l.pnum, l.last + 1,
-                   CASE WHEN NOT l.fit THEN (SELECT array_agg(res.txid ORDER BY res.o) FROM res) END
-            INTO partition_id, created_at, v_qid, v_subs, part_num, first_offset, txids
-            FROM l;
-        END IF;
-        IF partition_id IS NOT NULL THEN
-            IF v_subs THEN  -- as rdy below
-                INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
-                SELECT v_qid, s.group_name, push_partition_v2.partition_id, nextval('queen.ready_order')
-                FROM queen.subscriptions s
-                WHERE s.queue_name = p_queue
-                  AND (SELECT 1 FROM queen.ready r
-                       WHERE r.partition_id = push_partition_v2.partition_id AND r.group_name = s.group_name) IS NULL
-                ORDER BY s.group_name
-                ON CONFLICT DO NOTHING;
-            END IF;
-            RETURN;
-        END IF;
+    IF cardinality(p_txids) = 1 AND p_txids[1] IS NULL THEN
+        SELECT * INTO partition_id, created_at, part_num, first_offset, txids
+        FROM queen._push_partition_append_one(p_queue, p_partition, p_payloads[1], p_trace_ids[1], p_producer_sub,
+                                              p_key_id, p_now, p_seed);
+    ELSIF array_remove(p_txids, NULL) = '{}' THEN
+        SELECT * INTO partition_id, created_at, part_num, first_offset, txids
+        FROM queen._push_partition_append(p_queue, p_partition, p_payloads, p_trace_ids, p_producer_sub, p_key_id,
+                                          p_now, p_seed);
     END IF;
-    IF cardinality(p_txids) > 1 AND v_ids > 0 THEN
-        -- A batch probes its keys before it locks the
-        -- partition, so pushes to one partition do not queue behind each
-        -- other's probes; under the lock it reads only the messages pushed
-        -- since (the batch statement's nw). Every segment up to the last
-        -- offset read here is visible to the probes, which run later.
-        -- The window starts no later than it will under the lock (the
-        -- push's time there is at least v_pre_at), so a copy found here is
-        -- checked against the final window there.
-        SELECT p.num, p.last_offset, x.dedup_window, f.floor,
-               greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity')),
-               p.id, x.id
-        INTO v_pre_num, v_pre_last, v_pre_window, v_pre_floor, v_pre_at, v_pre_pid, v_pre_qid
-        FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
-        LEFT JOIN queen.dedup_floor f ON f.queue_id = x.id
-        WHERE x.name = p_queue AND p.name = p_partition AND x.dedup_window > 0;
-        IF v_pre_num IS NOT NULL THEN
-            SELECT array_agg(k.txid), array_agg(k.seen) INTO v_pre_txids, v_pre_seen
-            FROM (SELECT u.txid,
-                         (SELECT s.seen
-                          FROM queen._dedup_seen(v_pre_num, v_pre_pid, v_pre_qid, u.txid,
-                                                 v_pre_at - make_interval(secs => v_pre_window),
-                                                 coalesce(v_pre_floor, '-infinity')) s) AS seen
-                  FROM (SELECT DISTINCT x.txid FROM unnest(p_txids) AS x(txid) WHERE x.txid IS NOT NULL) u) k
-            WHERE k.seen IS NOT NULL;
-        END IF;
+    IF partition_id IS NOT NULL THEN
+        RETURN;
     END IF;
-    -- The steady state, one statement: an existing partition of an
-    -- uncapped, unencrypted queue (or a sealed push), looked up and locked.
+    -- Ids to probe, or a partition the ways above do not write to. The
+    -- steady state, one statement: an existing partition of an uncapped
+    -- queue it may write to, looked up and locked.
     SELECT p.id AS pid, p.num AS pnum, x.id AS qid, p.last_offset AS last, p.last_pushed_at AS last_at, x.dedup_window,
-           x.max_size, EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled) AS paused,
-           (SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = x.id) AS dedup_floor
+           x.max_size, (SELECT f.floor FROM queen.dedup_floor f WHERE f.queue_id = x.id) AS dedup_floor,
+           EXISTS (SELECT 1 FROM queen.subscriptions s WHERE s.queue_name = p_queue) AS subs
     INTO t
     FROM queen.queues x JOIN queen.partitions p ON p.queue_id = x.id
     WHERE x.name = p_queue AND p.name = p_partition AND x.max_size = 0
       AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
+      AND NOT EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled)
     FOR NO KEY UPDATE OF p;
-    v_paused := t.paused;
-    IF NOT FOUND THEN  -- missing, capped or encrypted: the careful way
-        v_paused := EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled);
-        IF NOT v_paused THEN
-            SELECT * INTO t FROM queen._push_target(p_queue, p_partition, p_key_id IS NULL, p_now);
+    IF NOT FOUND THEN  -- missing, capped, encrypted or paused: the careful way
+        IF EXISTS (SELECT 1 FROM queen.maintenance m WHERE m.mode = 'push' AND m.enabled) THEN
+            RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
         END IF;
-    END IF;
-    IF v_paused THEN
-        RAISE EXCEPTION 'pushes are paused for maintenance' USING ERRCODE = 'QN503';
+        SELECT * INTO t FROM queen._push_target(p_queue, p_partition, p_key_id IS NULL, p_now);
     END IF;
     partition_id := t.pid;
     part_num := t.pnum;
     -- Stamped under the partition lock: created_at is monotone per partition.
-    created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'), v_pre_at);
-    v_since := created_at - make_interval(secs => t.dedup_window);
-    v_floor := coalesce(t.dedup_floor, '-infinity');
-
+    created_at := greatest(coalesce(p_now, clock_timestamp()), coalesce(t.last_at, '-infinity'));
     IF cardinality(p_txids) = 1 THEN
-        -- One message (most pushes): the batch statement below without
-        -- what only a batch needs (repeats within it, key rows, array
-        -- segments), whose plan costs a large share of a 1-message push's
-        -- CPU just to start up.
-        IF t.dedup_window > 0 AND p_txids[1] IS NOT NULL THEN
-            SELECT s.seen INTO v_seen
-            FROM queen._dedup_seen(t.pnum, t.pid, t.qid, p_txids[1], v_since, v_floor) s;
-        END IF;
-        fresh := ARRAY[v_seen IS NULL];
-        offsets := ARRAY[coalesce(v_seen, t.last + 1)];
-        -- a generated id is derived (NULL here and in the segment), unless
-        -- its place is too long to name
-        txids := ARRAY[queen.stored_txid(p_txids[1], push_partition_v2.created_at, t.pnum, t.last + 1)];
-        IF v_seen IS NULL THEN
-            WITH seg AS (
-                INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, trace_ids,
-                                            producer_sub, key_id, located, id_seed)
-                VALUES (t.pnum, t.last + 1, push_partition_v2.created_at, txids[1], p_payloads[1],
-                        CASE WHEN p_trace_ids[1] IS NOT NULL THEN ARRAY[p_trace_ids[1]] END, p_producer_sub, p_key_id,
-                        nullif(queen.self_located(txids[1], p_txids[1] IS NULL, t.pnum, t.last + 1), false),
-                        CASE WHEN txids[1] IS NULL THEN p_seed END)
-            ),
-            upd AS (
-                UPDATE queen.partitions p SET last_offset = t.last + 1, last_pushed_at = push_partition_v2.created_at
-                WHERE p.id = t.pid
-            )
-            INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)  -- as rdy below
-            SELECT t.qid, s.group_name, t.pid, nextval('queen.ready_order')
-            FROM queen.subscriptions s
-            WHERE s.queue_name = p_queue
-              -- the common case, a row already there: one probe, no
-              -- nextval and no speculative insert (a scalar subquery, so no
-              -- generic plan turns it into a scan of queen.ready)
-              AND (SELECT 1 FROM queen.ready r WHERE r.partition_id = t.pid AND r.group_name = s.group_name) IS NULL
-            ORDER BY s.group_name
-            ON CONFLICT DO NOTHING;
-        END IF;
+        SELECT * INTO fresh, offsets, txids
+        FROM queen._push_partition_write_one(p_queue, t.pid, t.pnum, t.qid, t.last, t.dedup_window, t.dedup_floor,
+                                             t.subs, push_partition_v2.created_at, p_txids[1], p_payloads[1],
+                                             p_trace_ids[1], p_producer_sub, p_key_id, p_seed);
     ELSE
-        -- Fresh items take the next offsets in input order; an item whose key
-        -- is live, or that repeats an earlier item, reports its first copy's.
-        -- The writes are CTEs of the same statement.
-        WITH u AS (
-            SELECT x.txid, x.payload, x.trace, x.o,
-                   CASE WHEN x.txid IS NULL THEN x.o ELSE min(x.o) OVER (PARTITION BY x.txid) END AS first
-            FROM unnest(p_txids, p_payloads, p_trace_ids) WITH ORDINALITY AS x(txid, payload, trace, o)
-        ),
-        -- the messages pushed since the probes before the lock
-        nm AS MATERIALIZED (
-            SELECT n.txid, n.msg_offset, n.live
-            FROM queen._pushed_since(t.pnum, t.qid, v_pre_last, v_since, v_floor) n
-            WHERE v_pre_num = t.pnum AND t.last > v_pre_last
-        ),
-        nw AS (
-            SELECT nm.txid, max(nm.msg_offset) FILTER (WHERE nm.live) AS off FROM nm GROUP BY nm.txid
-        ),
-        k AS MATERIALIZED (
-            SELECT u.*,
-                   CASE WHEN t.dedup_window > 0 AND u.o = u.first AND u.txid IS NOT NULL THEN
-                       CASE WHEN v_pre_num = t.pnum AND v_pre_window = t.dedup_window
-                                 AND v_pre_floor IS NOT DISTINCT FROM t.dedup_floor
-                                 -- every message pushed since is still there
-                                 -- (retention may have taken some)
-                                 AND (SELECT count(*) FROM nm) = t.last - v_pre_last
-                                 -- a copy found before the lock is in a segment
-                                 -- that is still there
-                                 AND (ps.seen IS NULL OR hs.holds) THEN
-                           -- probed before the lock: a copy found then, if it
-                           -- is still inside the window, or one pushed since
-                           greatest(CASE WHEN hs.created_at > v_since THEN ps.seen END, nw.off)
-                       ELSE
-                           -- a subquery per key, never a join: a generic plan
-                           -- made while the table was small would scan it for good
-                           (SELECT s.seen FROM queen._dedup_seen(t.pnum, t.pid, t.qid, u.txid, v_since, v_floor) s)
-                       END
-                   END AS seen
-            FROM u
-            LEFT JOIN nw ON nw.txid = u.txid
-            LEFT JOIN unnest(v_pre_txids, v_pre_seen) AS ps(txid, seen) ON ps.txid = u.txid
-            -- the newest segment at or before that copy: whether it still
-            -- holds the copy, and when it was pushed
-            LEFT JOIN LATERAL (
-                SELECT queen.seg_last(s.base_offset, s.txids, s.id_count) >= ps.seen AS holds, s.created_at
-                FROM queen.segments s
-                WHERE ps.seen IS NOT NULL AND s.partition_num = t.pnum AND s.base_offset <= ps.seen
-                ORDER BY s.base_offset DESC LIMIT 1) hs ON true
-        ),
-        r AS (
-            SELECT k.*, CASE WHEN k.fresh THEN t.last + count(*) FILTER (WHERE k.fresh) OVER (ORDER BY k.o) END AS off
-            FROM (SELECT k.*, (t.dedup_window = 0 OR (k.o = k.first AND k.seen IS NULL)) AS fresh FROM k) k
-        ),
-        -- an item without an id gets one that names its place, derived
-        -- (NULL; queen.gen_id) unless the place is too long to name
-        res AS MATERIALIZED (
-            SELECT r.o, queen.stored_txid(r.txid, push_partition_v2.created_at, t.pnum, r.off) AS txid,
-                   r.txid IS NULL AS gen, r.payload, r.trace, r.fresh,
-                   coalesce(r.off, max(coalesce(r.off, r.seen)) OVER (PARTITION BY r.first)) AS off
-            FROM r
-        ),
-        seg AS (
-            -- one message in scalars, several in arrays; no ids when every
-            -- one is derived, else every one (a derived one rendered)
-            INSERT INTO queen.segments (partition_num, base_offset, created_at, txid, payload, txids, payloads, trace_ids,
-                                        producer_sub, key_id, located, id_seed, id_count)
-            SELECT t.pnum, t.last + 1, push_partition_v2.created_at,
-                   CASE WHEN count(*) = 1 THEN min(res.txid) END, CASE WHEN count(*) = 1 THEN min(res.payload) END,
-                   CASE WHEN count(*) > 1 AND bool_or(res.txid IS NOT NULL) THEN
-                       array_agg(queen.seg_txid(res.txid, push_partition_v2.created_at, t.pnum, res.off, p_seed)
-                                 ORDER BY res.o) END,
-                   CASE WHEN count(*) > 1 THEN array_agg(res.payload ORDER BY res.o) END,
-                   CASE WHEN bool_or(res.trace IS NOT NULL) THEN array_agg(res.trace ORDER BY res.o) END,
-                   p_producer_sub, p_key_id,
-                   nullif(bool_or(res.off = t.last + 1 AND queen.self_located(res.txid, res.gen, t.pnum, res.off)), false),
-                   CASE WHEN bool_and(res.txid IS NULL) THEN p_seed END,
-                   CASE WHEN bool_and(res.txid IS NULL) AND count(*) > 1 THEN count(*) END
-            FROM res WHERE res.fresh
-            HAVING count(*) > 0
-        ),
-        upd AS (
-            UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = push_partition_v2.created_at
-            FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
-            WHERE p.id = t.pid AND n.last IS NOT NULL
-        ),
-        dd AS (  -- the first message's key is the segment's (segments_first_key);
-                 -- a self-located message needs none (migration 0015)
-            INSERT INTO queen.dedup (key, msg_offset, created_at)
-            SELECT queen.dedup_key(t.pid, res.txid), res.off, push_partition_v2.created_at
-            FROM res WHERE res.fresh AND t.dedup_window > 0 AND res.off > t.last + 1
-                       AND NOT queen.self_located(res.txid, res.gen, t.pnum, res.off)
-        ),
-        rdy AS (
-            -- An existing row is left alone, unlocked (as in _push_write).
-            INSERT INTO queen.ready (queue_id, group_name, partition_id, order_key)
-            SELECT t.qid, s.group_name, t.pid, nextval('queen.ready_order')
-            FROM queen.subscriptions s
-            WHERE s.queue_name = p_queue AND EXISTS (SELECT 1 FROM res WHERE res.fresh)
-              AND (SELECT 1 FROM queen.ready r WHERE r.partition_id = t.pid AND r.group_name = s.group_name) IS NULL
-            ORDER BY s.group_name
-            ON CONFLICT DO NOTHING
-        )
-        SELECT array_agg(res.fresh ORDER BY res.o), array_agg(res.off ORDER BY res.o), array_agg(res.txid ORDER BY res.o)
-        INTO fresh, offsets, txids FROM res;
+        SELECT * INTO fresh, offsets, txids
+        FROM queen._push_partition_write(p_queue, t.pid, t.pnum, t.qid, t.last, t.dedup_window, t.dedup_floor, t.subs,
+                                         push_partition_v2.created_at, p_txids, p_payloads, p_trace_ids,
+                                         p_producer_sub, p_key_id, p_seed);
     END IF;
-
     IF t.max_size > 0 AND queen.queue_depth(t.qid) > t.max_size THEN
         RAISE EXCEPTION 'queue % is full', p_queue USING ERRCODE = 'QN429';
     END IF;
 END
 $fn$;
-
-DROP FUNCTION IF EXISTS queen._push_partition_write(uuid, bigint, text, bigint, int, timestamptz, text[], text[],
-                                                    text[], text, text, boolean[], bigint[]);
 
 -- push_v3 is push_v2 with the items as arrays in input order, as
 -- push_partition_v2 takes them (queue, partition, the stored text of each
