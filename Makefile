@@ -23,8 +23,8 @@ test-go: ## Go tests of core, functions and cmd against real Postgres, with the 
 	$(GO) test -race -count=1 -p 4 ./...
 
 .PHONY: test-short
-test-short: ## the quick lane (about a minute): smaller random runs, no benchmark smoke test, no infra
-	$(GO) test -short -count=1 ./...
+test-short: ## the quick lane (under a minute): smaller random runs, no benchmark smoke test, no infra; four packages at a time
+	$(GO) test -short -count=1 -p 4 ./...
 
 .PHONY: test-infra
 test-infra: ## the CDK stack's template assertions (infra/ is its own module)
