@@ -124,6 +124,9 @@ func TestStartStopThrowaway(t *testing.T) {
 }
 
 func TestTwoClustersAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full lane (make test) starts these clusters")
+	}
 	t.Parallel()
 	a := startCluster(t, Options{})
 	b := startCluster(t, Options{})
@@ -196,6 +199,9 @@ func TestPersistent(t *testing.T) {
 }
 
 func TestPersistentUnreachableDataDirIsRelocated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full lane (make test) starts these clusters")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("only root runs the server as another user")
 	}
@@ -289,6 +295,9 @@ func TestOrphanedClusterIsRemoved(t *testing.T) {
 		fmt.Println(c.DataDir(), c.SocketDir(), pid[0])
 		os.Exit(3)
 	}
+	if testing.Short() {
+		t.Skip("-short: the full lane (make test) starts these clusters")
+	}
 	t.Parallel()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestOrphanedClusterIsRemoved$")
 	cmd.Env = append(os.Environ(), "PGCLUSTER_ORPHAN_HELPER=1")
@@ -325,6 +334,9 @@ func TestOrphanedClusterIsRemoved(t *testing.T) {
 // TestPortTakenIsAnError checks that an explicit port in use fails clearly
 // rather than silently moving.
 func TestPortTakenIsAnError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full lane (make test) starts these clusters")
+	}
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
