@@ -43,6 +43,9 @@ Usage:
                     soak-results/results.json and results.svg
                     (flags: -duration, -seed, -fraction, -rate, -short, -out;
                     make soak)
+  queen target      an example subscription target (docs/subscriptions.md) on
+                    -listen (default 127.0.0.1:8080): prints each event and
+                    fails the records whose payload has "fail": true
   queen token       print an HS256 token signed with $QUEEN_JWT_SECRET, to try
                     the server's authentication (flags: -sub, -roles, -ttl)
   queen help        show this help
@@ -79,6 +82,8 @@ func run(ctx context.Context, args []string) error {
 		return chaosCmd(ctx, args[1:], os.Getenv, os.Stdout)
 	case "soak":
 		return soakCmd(ctx, args[1:], os.Getenv, os.Stdout)
+	case "target":
+		return targetCmd(ctx, args[1:], os.Stdout)
 	case "token":
 		return tokenCmd(args[1:], os.Getenv, os.Stdout, os.Stderr)
 	case "help", "-h", "--help":

@@ -23,9 +23,11 @@ import (
 	"github.com/queen-serverless/queen/core/console"
 	"github.com/queen-serverless/queen/core/crypt"
 	"github.com/queen-serverless/queen/core/dbconn"
+	"github.com/queen-serverless/queen/core/dispatch"
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/prommetrics"
+	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/core/reaper"
 	"github.com/queen-serverless/queen/core/secrets"
 	"github.com/queen-serverless/queen/internal/pgcluster"
@@ -132,6 +134,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		apiCfg.Identity = func(r *http.Request) string { return auth.Subject(r.Context()) }
 	}
+	// Subscriptions are delivered in process, woken by the pushes this
+	// server commits (docs/subscriptions.md).
+	disp := dispatch.New(dispatch.Config{Store: store, Logger: log, Interval: cfg.ReaperInterval})
+	apiCfg.OnPush = disp.Wake
+	apiCfg.OnSubscription = func(s queen.Subscription) { disp.Wake(s.Queue) }
 	api := httpapi.New(store, apiCfg)
 	var handler http.Handler = api.Handler(httpapi.AllGroups...)
 	if authn != nil {
@@ -158,6 +165,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reaperCtx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	wg.Go(func() { reaper.Loop(reaperCtx, store, cfg.ReaperInterval, log) })
+	dispatchCtx, stopDispatch := context.WithCancel(ctx)
+	defer stopDispatch()
+	wg.Go(func() { disp.Run(dispatchCtx) })
 
 	switch {
 	case authn != nil:
@@ -179,6 +189,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		err = nil
 	}
 	stopReaper()
+	stopDispatch()
 	// Requests in flight get a moment to finish; then the rest (long-polls)
 	// are cancelled and answer 204.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)

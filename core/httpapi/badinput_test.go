@@ -119,6 +119,23 @@ var badInputs = map[string][][2]string{
 		{"/api/v1/messages", ""}, {"/api/v1/messages?queue=q&fromOffset=-1", ""}, {"/api/v1/messages?queue=bad%20name", ""},
 		{"/api/v1/messages?queue=q&limit=many", ""},
 	},
+	"POST /api/v1/subscriptions": {
+		{"", `{"consumerGroup":"g","target":{"url":"http://127.0.0.1:1/"}}`},
+		{"", `{"queue":"q","target":{"url":"http://127.0.0.1:1/"}}`}, {"", `{"queue":"q","consumerGroup":"g"}`},
+		{"", `{"queue":"q","consumerGroup":"g","target":{"url":"http://127.0.0.1:1/","function":"f"}}`},
+		{"", `{"queue":"q","consumerGroup":"g","target":{"url":"ftp://127.0.0.1/"}}`},
+		{"", `{"queue":"q","consumerGroup":"g","target":{"url":"http://127.0.0.1:1/"},"batchSize":0}`},
+		{"", `{"queue":"q","consumerGroup":"g","target":{"url":"http://127.0.0.1:1/"},"maxConcurrency":"ten"}`},
+		{"", `{"queue":"q","consumerGroup":"g","target":{"url":"http://127.0.0.1:1/"},"batchsize":5}`},
+		{"", `{"queue":"q","consumerGroup":"g","target":{"uri":"http://127.0.0.1:1/"}}`},
+		{"", `{"queue":"bad name!","consumerGroup":"g","target":{"url":"http://127.0.0.1:1/"}}`},
+	},
+	"GET /api/v1/subscriptions/{queue}/{consumerGroup}": {
+		{"/api/v1/subscriptions/q/nope", ""}, {"/api/v1/subscriptions/bad%20name/g", ""},
+	},
+	"DELETE /api/v1/subscriptions/{queue}/{consumerGroup}": {
+		{"/api/v1/subscriptions/q/nope", ""}, {"/api/v1/subscriptions/q/a%01b", ""},
+	},
 	"POST /api/v1/system/maintenance":     {{"", `{}`}, {"", `{"enabled":"yes"}`}},
 	"POST /api/v1/system/maintenance/pop": {{"", `{}`}, {"", `{"enabled":1}`}},
 }

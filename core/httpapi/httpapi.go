@@ -71,6 +71,12 @@ type Config struct {
 	// Identity, when set, names the verified caller of a request (JWT sub,
 	// or IAM principal ARN); pushed messages carry it as producerSub.
 	Identity func(*http.Request) string
+	// OnPush, when set, is told after each commit of a push which queues
+	// it queued messages in (the local dispatcher's wake-up).
+	OnPush func(queue string)
+	// OnSubscription, when set, is told of each subscription created or
+	// changed through the API.
+	OnSubscription func(queen.Subscription)
 }
 
 // Metrics is what the API reports operations to; core/prommetrics
@@ -170,6 +176,10 @@ func (a *API) routeHandlers() map[string]func(http.ResponseWriter, *http.Request
 		"DELETE /api/v1/consumer-groups/{group}/queues/{queue}":     a.deleteGroup,
 		"POST /api/v1/consumer-groups/{group}/queues/{queue}/seek":  a.seek,
 		"GET /api/v1/messages":                                      a.browse,
+		"POST /api/v1/subscriptions":                                a.putSubscription,
+		"GET /api/v1/subscriptions":                                 a.listSubscriptions,
+		"GET /api/v1/subscriptions/{queue}/{consumerGroup}":         a.getSubscription,
+		"DELETE /api/v1/subscriptions/{queue}/{consumerGroup}":      a.deleteSubscription,
 		"GET /api/v1/system/maintenance":                            a.getMaintenance(queen.MaintainPush),
 		"POST /api/v1/system/maintenance":                           a.setMaintenance(queen.MaintainPush),
 		"GET /api/v1/system/maintenance/pop":                        a.getMaintenance(queen.MaintainPop),
@@ -343,15 +353,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decode reads a JSON body into v: 413 beyond the limit, 400 for malformed
 // JSON, invalid UTF-8 or wrong types (naming the field).
 func decode(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeBody(body, v)
+}
+
+// readBody reads a request's body: 413 beyond the limit.
+func readBody(r *http.Request) (string, error) {
 	var buf strings.Builder
 	if _, err := ioCopy(&buf, r); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fmt.Errorf("%w: limit is %d bytes", errBodyTooLarge, mbe.Limit)
+			return "", fmt.Errorf("%w: limit is %d bytes", errBodyTooLarge, mbe.Limit)
 		}
-		return queen.Invalid("body", "could not be read")
+		return "", queen.Invalid("body", "could not be read")
 	}
-	body := buf.String()
+	return buf.String(), nil
+}
+
+// decodeBody is decode of a body already read.
+func decodeBody(body string, v any) error {
 	if strings.TrimSpace(body) == "" {
 		return queen.Invalid("body", "is empty; a JSON object is required")
 	}

@@ -105,5 +105,8 @@ func (a *API) notify(res []queen.PushResult) {
 	}
 	for q, n := range queued {
 		a.hub.pushed(q, n)
+		if a.cfg.OnPush != nil {
+			a.cfg.OnPush(q)
+		}
 	}
 }

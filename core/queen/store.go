@@ -35,6 +35,10 @@ type Store interface {
 	// ExtendLease extends every partition lease held under leaseID to
 	// seconds from now; 0 means each queue's leaseTime.
 	ExtendLease(ctx context.Context, leaseID string, seconds int) (time.Time, error)
+	// ReleaseLease ends every partition lease held under leaseID as if it
+	// had expired now: an attempt counted for each head, delivered alone
+	// next time. A lease that already ended is ErrConflict.
+	ReleaseLease(ctx context.Context, leaseID string) error
 	// Configure creates a queue or updates the options given.
 	Configure(ctx context.Context, req ConfigureRequest) (Queue, error)
 	// Seek moves a group's cursors on a queue and clears its leases.
@@ -60,6 +64,17 @@ type Store interface {
 	Group(ctx context.Context, name string) (GroupSummary, error)
 	// DeleteGroup forgets a group: on one queue, or everywhere when queue is "".
 	DeleteGroup(ctx context.Context, group, queue string) error
+	// PutSubscription creates a subscription or replaces its definition
+	// (its counters stay).
+	PutSubscription(ctx context.Context, req SubscriptionRequest) (Subscription, error)
+	// Subscriptions lists every subscription, by queue and group.
+	Subscriptions(ctx context.Context) ([]Subscription, error)
+	// Subscription returns one subscription; ErrNotFound when none.
+	Subscription(ctx context.Context, queue, group string) (Subscription, error)
+	// DeleteSubscription removes a subscription; the group's cursors stay.
+	DeleteSubscription(ctx context.Context, queue, group string) error
+	// RecordDelivery adds a delivery to its subscription's counters.
+	RecordDelivery(ctx context.Context, d Delivery) error
 	// Browse reads messages of a queue without consuming them, each with
 	// its status derived from the cursors.
 	Browse(ctx context.Context, req BrowseRequest) ([]BrowsedMessage, error)

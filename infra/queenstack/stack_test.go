@@ -58,7 +58,11 @@ var wantRoutes = map[string]string{
 	"POST /api/v1/system/maintenance":                          "admin",
 	"GET /api/v1/system/maintenance/pop":                       "admin",
 	"POST /api/v1/system/maintenance/pop":                      "admin",
-	"GET /health":                                              "admin",
+	"POST /api/v1/subscriptions":                               "admin",
+	"GET /api/v1/subscriptions":                                "admin",
+	"GET /api/v1/subscriptions/{queue}/{consumerGroup}":        "admin",
+	"DELETE /api/v1/subscriptions/{queue}/{consumerGroup}":     "admin",
+	"GET /health": "admin",
 }
 
 // The stack routes exactly the routes of the handlers' route table

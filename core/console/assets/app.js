@@ -380,6 +380,7 @@ const pages = [
   [/^\/queues\/([^/]+)\/configure$/, configurePage, 'overview'],
   [/^\/queues\/([^/]+)\/partitions\/([^/]+)$/, partitionPage, 'overview'],
   [/^\/dlq$/, dlqPage, 'dlq'],
+  [/^\/subscriptions$/, subscriptionsPage, 'subscriptions'],
 ];
 
 function render() {
@@ -904,6 +905,63 @@ function toLocalInput(iso) {
   if (isNaN(d)) return '';
   const p = (n) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+// ---- subscriptions
+
+async function subscriptionsPage(main) {
+  const errSlot = h('div');
+  const out = h('div');
+  main.append(h('h1', {}, 'Subscriptions'),
+    h('p', { class: 'muted' }, 'Consumer groups delivered to a Lambda function or an HTTP endpoint by Queen itself, in ordered batches of one partition, acked by the target\'s answer. Pause stops new deliveries; a batch in flight finishes.'),
+    errSlot, out);
+  const before = new Map(); // key → [time, delivered] of the previous refresh
+  const load = async () => {
+    const [subs, groups] = await Promise.all([get('/api/v1/subscriptions'), get('/api/v1/consumer-groups')]);
+    const lag = new Map();
+    for (const g of groups.consumerGroups) for (const q of g.queues || []) lag.set(`${q.queue}\u0000${g.group}`, q);
+    if (!subs.subscriptions.length) {
+      fill(out, h('div', { class: 'empty', id: 'subscriptions-empty' }, 'No subscriptions. POST /api/v1/subscriptions creates one (docs/subscriptions.md).'));
+      return;
+    }
+    const now = Date.now();
+    const rows = subs.subscriptions.map((sub) => {
+      const key = `${sub.queue}\u0000${sub.consumerGroup}`;
+      const prev = before.get(key);
+      const rate = prev && now > prev[0] ? ((sub.delivered - prev[1]) * 1000) / (now - prev[0]) : null;
+      before.set(key, [now, sub.delivered]);
+      const onQueue = lag.get(key);
+      const target = sub.target.function ? `λ ${sub.target.function}` : sub.target.url;
+      return h('tr', { 'data-queue': sub.queue, 'data-group': sub.consumerGroup },
+        h('td', {}, h('a', { href: queueHref(sub.queue) }, sub.queue)),
+        h('td', {}, groupLabel(sub.consumerGroup)),
+        h('td', { class: 'target' }, target),
+        h('td', { 'data-state': sub.enabled ? 'active' : 'paused' }, sub.enabled ? 'active' : 'paused'),
+        h('td', { class: 'num' }, fmtInt(onQueue ? onQueue.lag : 0)),
+        h('td', { class: 'num' }, rate == null ? '—' : fmtRate(rate)),
+        h('td', { class: 'num' }, fmtInt(sub.delivered)),
+        h('td', {}, sub.lastDeliveryAt ? relTime(sub.lastDeliveryAt) : '—'),
+        h('td', { class: 'error-text', title: sub.lastErrorAt ? fmtTime(sub.lastErrorAt) : null },
+          sub.lastError ? `${sub.lastError.slice(0, 80)} (${relTime(sub.lastErrorAt)})` : '—'),
+        h('td', { class: 'actions' }, h('button', { type: 'button', class: 'small', 'data-action': sub.enabled ? 'pause' : 'resume',
+          onclick: () => toggle(sub) }, sub.enabled ? 'Pause' : 'Resume')));
+    });
+    fill(out, h('table', { id: 'subscriptions' }, h('thead', {}, h('tr', {}, th('Queue'), th('Group'), th('Target'), th('State'),
+      th('Lag', 1), th('Delivered/s', 1), th('Delivered', 1), th('Last delivery'), th('Last error'), h('th', { class: 'num' }, 'Actions'))),
+    h('tbody', {}, rows)));
+  };
+  const toggle = (sub) => confirmAction({
+    title: sub.enabled ? 'Pause subscription' : 'Resume subscription',
+    body: h('p', {}, sub.enabled
+      ? `Stop delivering ${sub.queue} to group ${groupLabel(sub.consumerGroup)}'s target. Messages wait; the group's cursors stay.`
+      : `Deliver ${sub.queue} to group ${groupLabel(sub.consumerGroup)}'s target again, from where it stopped.`),
+    ok: sub.enabled ? 'Pause' : 'Resume', action: async () => {
+      const { queue, consumerGroup, target, batchSize, maxBatchBytes, batchWindowMs, maxConcurrency } = sub;
+      await api('POST', '/api/v1/subscriptions', { queue, consumerGroup, target, batchSize, maxBatchBytes, batchWindowMs, maxConcurrency, enabled: !sub.enabled });
+      flash(`Subscription of ${groupLabel(consumerGroup)} on ${queue} ${sub.enabled ? 'paused' : 'resumed'}.`);
+      await live(0, errSlot, load);
+    } });
+  await live(SAMPLE_MS, errSlot, load);
 }
 
 // ---- token (for `queen serve` with JWT authentication)

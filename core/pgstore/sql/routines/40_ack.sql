@@ -649,3 +649,37 @@ BEGIN
 END
 $fn$;
 
+-- release_lease ends every partition lease held under p_lease as if it had
+-- expired at p_now (queen._expire: an attempt counted for the head, which
+-- is delivered alone next time, or dead-lettered past the retry limit). A
+-- subscription's dispatcher ends a batch this way when its target fails
+-- as a whole (docs/subscriptions.md §3). Returns how many leases it ended;
+-- QN409 when none was live.
+CREATE OR REPLACE FUNCTION queen.release_lease(p_lease uuid, p_now timestamptz)
+RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_n   int := 0;
+    r     record;
+BEGIN
+    -- The cursors' rows in the one order every operation locks them.
+    FOR r IN
+        SELECT c.partition_id, c.group_name
+        FROM queen.leases l
+        JOIN queen.consumers c ON c.partition_id = l.partition_id AND c.group_name = l.group_name
+        WHERE l.lease_id = p_lease AND c.lease_id = p_lease AND c.lease_expires_at > v_now
+        ORDER BY c.partition_id, c.group_name
+        FOR NO KEY UPDATE OF c
+    LOOP
+        -- ended now: a retryDelay counts from here
+        UPDATE queen.consumers SET lease_expires_at = v_now
+        WHERE partition_id = r.partition_id AND group_name = r.group_name;
+        PERFORM queen._expire(r.partition_id, r.group_name, v_now);
+        v_n := v_n + 1;
+    END LOOP;
+    IF v_n = 0 THEN
+        RAISE EXCEPTION 'lease % has ended or does not exist', p_lease USING ERRCODE = 'QN409';
+    END IF;
+    RETURN v_n;
+END
+$fn$;

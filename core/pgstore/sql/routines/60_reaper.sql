@@ -290,6 +290,7 @@ BEGIN
     PERFORM pg_advisory_xact_lock(queen.queue_lock_key(p_queue));
     DELETE FROM queen.subscriptions WHERE queue_name = p_queue;
     GET DIAGNOSTICS v_subs = ROW_COUNT;
+    DELETE FROM queen.subscription_targets WHERE queue_name = p_queue;
     SELECT id INTO v_id FROM queen.queues WHERE name = p_queue FOR UPDATE;
     IF v_id IS NULL THEN
         RETURN v_subs > 0;

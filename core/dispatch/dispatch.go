@@ -1,0 +1,343 @@
+// Package dispatch delivers subscriptions (docs/subscriptions.md): for a
+// subscription's consumer group it leases one partition's batch as a pop
+// does, sends it to the target as one event, and acks it in one call by
+// the target's answer — completed, or failed for the records the answer
+// names — so the model's rules (clamp, attempts, retryDelay, DLQ) apply
+// unchanged. A target that fails as a whole ends the lease as an expiry
+// would. At most one batch per (partition, group) is in flight, because
+// the lease is the pop's.
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// Invoker calls a Lambda function synchronously. It returns the function's
+// result payload, or an error when the call or the function failed (a
+// function error, a timeout, a throttle).
+type Invoker interface {
+	Invoke(ctx context.Context, function string, payload []byte) ([]byte, error)
+}
+
+// Config configures a Dispatcher.
+type Config struct {
+	Store queen.Store
+	// HTTP posts to URL targets. Default: a client without an overall
+	// timeout (each delivery is bounded by its lease).
+	HTTP *http.Client
+	// Lambda invokes function targets. Without it, subscriptions with a
+	// function target are left alone (nothing is leased for them).
+	Lambda Invoker
+	// Interval is how often Run looks for backlog it was not woken for:
+	// messages whose retryDelay or delay ran out, pushes of other
+	// processes. Default DefaultInterval.
+	Interval time.Duration
+	// Logger receives delivery failures. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultInterval is Run's default pause between looks for backlog.
+const DefaultInterval = time.Second
+
+// Worker names the dispatcher in a cursor's worker column.
+const Worker = "queen-dispatch"
+
+// leaseMargin is kept between the end of a target's call and its lease's
+// expiry, for the ack.
+const leaseMargin = time.Second
+
+// Dispatcher delivers subscriptions.
+type Dispatcher struct {
+	cfg Config
+
+	mu      sync.Mutex
+	running map[queen.WaitKey]bool // subscriptions being drained
+	again   map[queen.WaitKey]bool // woken while being drained: drain once more
+	wake    chan string
+	wg      sync.WaitGroup
+}
+
+// New returns a Dispatcher.
+func New(cfg Config) *Dispatcher {
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{}
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Dispatcher{cfg: cfg, running: map[queen.WaitKey]bool{}, again: map[queen.WaitKey]bool{},
+		wake: make(chan string, 64)}
+}
+
+// Wake asks Run to deliver queue's subscriptions: a push to it committed.
+// It never blocks; wakes that find Run busy fold into its next look.
+func (d *Dispatcher) Wake(queue string) {
+	select {
+	case d.wake <- queue:
+	default:
+	}
+}
+
+// Run delivers until ctx ends: the subscriptions of each woken queue at
+// once, and every Interval those with deliverable backlog. It returns once
+// the deliveries it started have ended.
+func (d *Dispatcher) Run(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Interval)
+	defer t.Stop()
+	defer d.wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case q := <-d.wake:
+			d.start(ctx, q)
+		case <-t.C:
+			d.start(ctx, "")
+		}
+	}
+}
+
+// start drains the enabled subscriptions of queue ("": every queue, those
+// with deliverable backlog) that are not being drained already; those that
+// are drain once more when done, so a push committed after their last pop
+// is not left behind.
+func (d *Dispatcher) start(ctx context.Context, queue string) {
+	subs, err := d.cfg.Store.Subscriptions(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.cfg.Logger.Warn("dispatch: list subscriptions", "err", err)
+		}
+		return
+	}
+	var todo []queen.Subscription
+	for _, s := range subs {
+		if s.Enabled && (queue == "" || s.Queue == queue) && (s.Target.URL != "" || d.cfg.Lambda != nil) {
+			todo = append(todo, s)
+		}
+	}
+	if queue == "" {
+		todo = d.deliverable(ctx, todo)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range todo {
+		k := queen.WaitKey{Queue: s.Queue, Group: s.ConsumerGroup}
+		if d.running[k] {
+			d.again[k] = true
+			continue
+		}
+		d.running[k] = true
+		d.wg.Go(func() { d.drainLoop(ctx, k, s) })
+	}
+}
+
+// deliverable keeps the subscriptions whose group a pop could serve now
+// (one probe for all of them, when the store offers one).
+func (d *Dispatcher) deliverable(ctx context.Context, subs []queen.Subscription) []queen.Subscription {
+	p, ok := d.cfg.Store.(queen.Prober)
+	if !ok || len(subs) == 0 {
+		return subs
+	}
+	keys := make([]queen.WaitKey, len(subs))
+	for i, s := range subs {
+		keys[i] = queen.WaitKey{Queue: s.Queue, Group: s.ConsumerGroup}
+	}
+	ok2, err := p.Deliverable(ctx, keys)
+	if err != nil {
+		return subs
+	}
+	var out []queen.Subscription
+	for i, s := range subs {
+		if ok2[i] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (d *Dispatcher) drainLoop(ctx context.Context, k queen.WaitKey, s queen.Subscription) {
+	for {
+		if _, err := d.Drain(ctx, s); err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Warn("dispatch: drain", "queue", s.Queue, "consumerGroup", s.ConsumerGroup, "err", err)
+		}
+		d.mu.Lock()
+		if !d.again[k] || ctx.Err() != nil {
+			delete(d.running, k)
+			delete(d.again, k)
+			d.mu.Unlock()
+			return
+		}
+		delete(d.again, k)
+		d.mu.Unlock()
+	}
+}
+
+// Drain delivers sub's backlog until a pop finds nothing or ctx ends, up
+// to MaxConcurrency partitions at a time. With a batch window it first
+// waits that long, so that a batch can fill. It returns how many messages
+// the target settled (completed or failed).
+//
+// It works in passes, and ends after a pass that leased nothing: within a
+// pass a worker whose pop finds nothing stops, though another worker may
+// be about to end a lease (a failed delivery's head is due again at once),
+// so only a pass without deliveries shows that nothing is left.
+func (d *Dispatcher) Drain(ctx context.Context, sub queen.Subscription) (int, error) {
+	if sub.BatchWindowMs > 0 {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Duration(sub.BatchWindowMs) * time.Millisecond):
+		}
+	}
+	total := 0
+	for {
+		settled, batches, err := d.pass(ctx, sub)
+		total += settled
+		if err != nil || batches == 0 || ctx.Err() != nil {
+			return total, err
+		}
+	}
+}
+
+// pass runs up to MaxConcurrency workers that each deliver batches until
+// a pop finds nothing, and returns the messages settled and the batches
+// leased.
+func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription) (settled, batches int, err error) {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range max(1, sub.MaxConcurrency) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n, more, err := d.DeliverOne(ctx, sub)
+				mu.Lock()
+				settled += n
+				if more {
+					batches++
+				}
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+				if err != nil || !more {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return settled, batches, errors.Join(errs...)
+}
+
+// DeliverOne leases one partition's batch for sub's group and delivers it.
+// more is false when there was nothing to lease.
+func (d *Dispatcher) DeliverOne(ctx context.Context, sub queen.Subscription) (settled int, more bool, err error) {
+	res, err := d.cfg.Store.Pop(ctx, queen.PopRequest{Queue: sub.Queue, ConsumerGroup: sub.ConsumerGroup,
+		Batch: sub.BatchSize, Partitions: 1, Worker: Worker})
+	if err != nil || len(res.Messages) == 0 {
+		return 0, false, err
+	}
+	body, left, err := event(sub, res, sub.MaxBatchBytes)
+	if err != nil {
+		return 0, true, err
+	}
+	sent := res.Messages[:len(res.Messages)-left]
+
+	callCtx, cancel := ctx, context.CancelFunc(func() {})
+	if res.LeaseExpiresAt != nil {
+		callCtx, cancel = context.WithDeadline(ctx, res.LeaseExpiresAt.Add(-leaseMargin))
+	}
+	answer, callErr := d.call(callCtx, sub.Target, body)
+	cancel()
+	var failed map[int64]bool
+	if callErr == nil {
+		failed, callErr = failedItems(answer, sent)
+	}
+	if callErr != nil {
+		// Failed as a whole: the lease ends as an expiry would.
+		if ctx.Err() != nil {
+			return 0, false, ctx.Err() // shutting down: the lease expires by itself
+		}
+		d.cfg.Logger.Info("dispatch: delivery failed", "queue", sub.Queue, "consumerGroup", sub.ConsumerGroup,
+			"partition", res.Messages[0].Partition, "err", callErr)
+		err = d.cfg.Store.ReleaseLease(ctx, res.LeaseID)
+		if errors.Is(err, queen.ErrConflict) {
+			err = nil // it expired meanwhile: the reaper or a pop counted the attempt
+		}
+		return 0, true, errors.Join(err, d.record(ctx, sub, 0, callErr.Error()))
+	}
+
+	acks := make([]queen.Ack, 0, len(res.Messages))
+	for i, m := range res.Messages {
+		a := queen.Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, ConsumerGroup: sub.ConsumerGroup,
+			LeaseID: res.LeaseID, Status: queen.AckCompleted}
+		switch {
+		case i >= len(sent):
+			a.Status = queen.AckRetry // left out of the event to fit maxBatchBytes: delivered next time
+		case failed[m.Offset]:
+			a.Status, a.Error = queen.AckFailed, "listed in batchItemFailures"
+		}
+		acks = append(acks, a)
+	}
+	if _, err := d.cfg.Store.Ack(ctx, acks); err != nil {
+		// The lease ended before the ack (the target took too long): its
+		// expiry counted an attempt, and the batch comes again.
+		return 0, true, errors.Join(fmt.Errorf("ack a delivered batch: %w", err), d.record(ctx, sub, 0, err.Error()))
+	}
+	return len(sent), true, d.record(ctx, sub, len(sent), "")
+}
+
+func (d *Dispatcher) record(ctx context.Context, sub queen.Subscription, settled int, why string) error {
+	return d.cfg.Store.RecordDelivery(ctx, queen.Delivery{Queue: sub.Queue, ConsumerGroup: sub.ConsumerGroup,
+		Settled: settled, Error: why})
+}
+
+// maxAnswerBytes bounds what is read of a target's answer (Lambda's
+// synchronous response limit).
+const maxAnswerBytes = 6 << 20
+
+// call sends an event to a target and returns its answer.
+func (d *Dispatcher) call(ctx context.Context, t queen.SubscriptionTarget, body []byte) ([]byte, error) {
+	if t.Function != "" {
+		if d.cfg.Lambda == nil {
+			return nil, errors.New("no Lambda client: function targets are delivered on AWS")
+		}
+		return d.cfg.Lambda.Invoke(ctx, t.Function, body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.cfg.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", t.URL, resp.Status)
+	}
+	if len(answer) > maxAnswerBytes {
+		return nil, fmt.Errorf("%s answered more than %d bytes", t.URL, maxAnswerBytes)
+	}
+	return answer, nil
+}

@@ -1,0 +1,114 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// Event is what a target receives: one partition's batch, records in
+// offset order (docs/subscriptions.md §2).
+type Event struct {
+	Queue         string   `json:"queue"`
+	Partition     string   `json:"partition"`
+	PartitionID   string   `json:"partitionId"`
+	ConsumerGroup string   `json:"consumerGroup"`
+	LeaseID       string   `json:"leaseId"`
+	Records       []Record `json:"records"`
+}
+
+// Record is one message of an event.
+type Record struct {
+	Offset        int64           `json:"offset"`
+	TransactionID string          `json:"transactionId"`
+	MessageID     string          `json:"messageId"`
+	Payload       json.RawMessage `json:"payload"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	RetryCount    int             `json:"retryCount"`
+	TraceID       *string         `json:"traceId"`
+	ProducerSub   *string         `json:"producerSub"`
+}
+
+// Result is a target's answer, Lambda's partial-batch response.
+type Result struct {
+	BatchItemFailures []ItemFailure `json:"batchItemFailures"`
+}
+
+// ItemFailure names a failed record by its transactionId or its offset
+// (a JSON string or number).
+type ItemFailure struct {
+	ItemIdentifier json.RawMessage `json:"itemIdentifier"`
+}
+
+// event builds the event of a popped batch: its first records, as many as
+// fit in maxBytes of JSON (always at least one), and the number left out.
+func event(sub queen.Subscription, res queen.PopResult, maxBytes int) ([]byte, int, error) {
+	msgs := res.Messages
+	ev := Event{Queue: msgs[0].Queue, Partition: msgs[0].Partition, PartitionID: msgs[0].PartitionID,
+		ConsumerGroup: sub.ConsumerGroup, LeaseID: res.LeaseID, Records: make([]Record, 0, len(msgs))}
+	for _, m := range msgs {
+		ev.Records = append(ev.Records, Record{Offset: m.Offset, TransactionID: m.TransactionID, MessageID: m.ID,
+			Payload: m.Data, CreatedAt: m.CreatedAt, RetryCount: m.RetryCount, TraceID: m.TraceID,
+			ProducerSub: m.ProducerSub})
+	}
+	for {
+		body, err := json.Marshal(ev)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(body) <= maxBytes || len(ev.Records) == 1 {
+			return body, len(msgs) - len(ev.Records), nil
+		}
+		// Drop about the share that is over, at least one record.
+		keep := len(ev.Records) * maxBytes / len(body)
+		ev.Records = ev.Records[:max(1, min(keep, len(ev.Records)-1))]
+	}
+}
+
+// errNotAResult is a target's answer that is not a partial-batch response.
+var errNotAResult = errors.New(`the answer is not null nor {"batchItemFailures": [...]}`)
+
+// failedItems reads a target's answer: the offsets of the records it
+// names as failed. An empty answer, null or {} fails none; an identifier
+// that names no record is ignored.
+func failedItems(answer []byte, recs []queen.Message) (map[int64]bool, error) {
+	failed := map[int64]bool{}
+	answer = bytes.TrimSpace(answer)
+	if len(answer) == 0 || string(answer) == "null" {
+		return failed, nil
+	}
+	var res Result
+	dec := json.NewDecoder(bytes.NewReader(answer))
+	if err := dec.Decode(&res); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNotAResult, err)
+	}
+	byID := make(map[string]int64, len(recs))
+	for _, m := range recs {
+		byID[m.TransactionID] = m.Offset
+	}
+	for _, f := range res.BatchItemFailures {
+		var id string
+		if err := json.Unmarshal(f.ItemIdentifier, &id); err != nil {
+			var n json.Number
+			if err := json.Unmarshal(f.ItemIdentifier, &n); err != nil {
+				return nil, fmt.Errorf("%w: itemIdentifier %s is neither a string nor a number", errNotAResult, f.ItemIdentifier)
+			}
+			id = n.String()
+		}
+		if off, ok := byID[id]; ok {
+			failed[off] = true
+		} else if off, err := strconv.ParseInt(id, 10, 64); err == nil {
+			for _, m := range recs {
+				if m.Offset == off {
+					failed[off] = true
+				}
+			}
+		}
+	}
+	return failed, nil
+}

@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/queen-serverless/queen/core/queen"
+)
+
+// Subscriptions (docs/subscriptions.md): a (queue, consumer group)
+// delivered to a target by the dispatcher.
+
+// subscriptionFields and targetFields are the keys a subscription's
+// definition may have: a misspelt option is refused, not defaulted.
+var (
+	subscriptionFields = []string{"queue", "consumerGroup", "target", "batchSize", "maxBatchBytes", "batchWindowMs",
+		"maxConcurrency", "enabled"}
+	targetFields = []string{"function", "url"}
+)
+
+func (a *API) putSubscription(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req queen.SubscriptionRequest
+	if err := decodeBody(body, &req); err != nil {
+		return err
+	}
+	var keys struct {
+		Top    map[string]json.RawMessage
+		Target map[string]json.RawMessage `json:"target"`
+	}
+	if err := decodeBody(body, &keys.Top); err != nil {
+		return err
+	}
+	if t, ok := keys.Top["target"]; ok {
+		if err := json.Unmarshal(t, &keys.Target); err != nil {
+			return queen.Invalid("target", `must be an object: {"function": …} or {"url": …}`)
+		}
+	}
+	for _, set := range []struct {
+		prefix string
+		got    map[string]json.RawMessage
+		known  []string
+	}{{"", keys.Top, subscriptionFields}, {"target.", keys.Target, targetFields}} {
+		for k := range set.got {
+			if !slices.Contains(set.known, k) {
+				return queen.Invalid(set.prefix+k, "is not a field of a subscription (%s%s)", set.prefix,
+					strings.Join(set.known, ", "+set.prefix))
+			}
+		}
+	}
+	s, err := a.store.PutSubscription(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	if a.cfg.OnSubscription != nil {
+		a.cfg.OnSubscription(s)
+	}
+	writeJSON(w, http.StatusCreated, s)
+	return nil
+}
+
+func (a *API) listSubscriptions(w http.ResponseWriter, r *http.Request) error {
+	subs, err := a.store.Subscriptions(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"subscriptions": subs})
+	return nil
+}
+
+func (a *API) getSubscription(w http.ResponseWriter, r *http.Request) error {
+	s, err := a.store.Subscription(r.Context(), r.PathValue("queue"), r.PathValue("consumerGroup"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
+	return nil
+}
+
+func (a *API) deleteSubscription(w http.ResponseWriter, r *http.Request) error {
+	queue, group := r.PathValue("queue"), r.PathValue("consumerGroup")
+	if err := a.store.DeleteSubscription(r.Context(), queue, group); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "queue": queue, "consumerGroup": group})
+	return nil
+}

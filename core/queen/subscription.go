@@ -1,0 +1,142 @@
+package queen
+
+import (
+	"net/url"
+	"time"
+)
+
+// Subscription delivers a (queue, consumer group) to a target by itself:
+// ordered batches of one partition, acked by the target's answer
+// (docs/subscriptions.md).
+type Subscription struct {
+	Queue          string             `json:"queue"`
+	ConsumerGroup  string             `json:"consumerGroup"`
+	Target         SubscriptionTarget `json:"target"`
+	BatchSize      int                `json:"batchSize"`
+	MaxBatchBytes  int                `json:"maxBatchBytes"`
+	BatchWindowMs  int                `json:"batchWindowMs"`
+	MaxConcurrency int                `json:"maxConcurrency"`
+	Enabled        bool               `json:"enabled"`
+	CreatedAt      time.Time          `json:"createdAt"`
+	UpdatedAt      time.Time          `json:"updatedAt"`
+	// Delivered counts the messages the target completed or failed.
+	Delivered      int64      `json:"delivered"`
+	LastDeliveryAt *time.Time `json:"lastDeliveryAt"`
+	// LastError is the last failed delivery's reason, until one succeeds.
+	LastError   *string    `json:"lastError"`
+	LastErrorAt *time.Time `json:"lastErrorAt"`
+}
+
+// SubscriptionTarget is where a subscription delivers: exactly one of a
+// Lambda function (name, ARN or alias ARN) and an HTTP endpoint.
+type SubscriptionTarget struct {
+	Function string `json:"function,omitempty"`
+	URL      string `json:"url,omitempty"`
+}
+
+// The options of a subscription: defaults and limits (docs/subscriptions.md §5).
+const (
+	DefaultSubscriptionBatch       = 10
+	MaxSubscriptionBatch           = 10_000
+	MaxSubscriptionBatchBytes      = 6 << 20 // Lambda's synchronous payload limit
+	MinSubscriptionBatchBytes      = 1 << 10
+	MaxSubscriptionBatchWindowMs   = 300_000
+	DefaultSubscriptionConcurrency = 10
+	MaxSubscriptionConcurrency     = 1_000
+	// MaxFunctionNameBytes bounds a target function's name or ARN (Lambda's
+	// FunctionName parameter takes at most 170 characters).
+	MaxFunctionNameBytes = 170
+)
+
+// SubscriptionRequest creates a subscription or replaces one's definition:
+// a nil option takes its default.
+type SubscriptionRequest struct {
+	Queue          string             `json:"queue"`
+	ConsumerGroup  string             `json:"consumerGroup"`
+	Target         SubscriptionTarget `json:"target"`
+	BatchSize      *int               `json:"batchSize"`
+	MaxBatchBytes  *int               `json:"maxBatchBytes"`
+	BatchWindowMs  *int               `json:"batchWindowMs"`
+	MaxConcurrency *int               `json:"maxConcurrency"`
+	Enabled        *bool              `json:"enabled"`
+}
+
+// Resolve validates the request and returns its definition with the
+// defaults applied; the times and counters are left to the store.
+func (r SubscriptionRequest) Resolve() (Subscription, error) {
+	if err := ValidateSubscriptionKey(r.Queue, r.ConsumerGroup); err != nil {
+		return Subscription{}, err
+	}
+	if err := r.Target.Validate(); err != nil {
+		return Subscription{}, err
+	}
+	s := Subscription{Queue: r.Queue, ConsumerGroup: r.ConsumerGroup, Target: r.Target, Enabled: true,
+		BatchSize: DefaultSubscriptionBatch, MaxBatchBytes: MaxSubscriptionBatchBytes,
+		MaxConcurrency: DefaultSubscriptionConcurrency}
+	for _, o := range []struct {
+		field    string
+		in       *int
+		out      *int
+		min, max int
+	}{
+		{"batchSize", r.BatchSize, &s.BatchSize, 1, MaxSubscriptionBatch},
+		{"maxBatchBytes", r.MaxBatchBytes, &s.MaxBatchBytes, MinSubscriptionBatchBytes, MaxSubscriptionBatchBytes},
+		{"batchWindowMs", r.BatchWindowMs, &s.BatchWindowMs, 0, MaxSubscriptionBatchWindowMs},
+		{"maxConcurrency", r.MaxConcurrency, &s.MaxConcurrency, 1, MaxSubscriptionConcurrency},
+	} {
+		if o.in == nil {
+			continue
+		}
+		if *o.in < o.min || *o.in > o.max {
+			return Subscription{}, Invalid(o.field, "must be between %d and %d", o.min, o.max)
+		}
+		*o.out = *o.in
+	}
+	if r.Enabled != nil {
+		s.Enabled = *r.Enabled
+	}
+	return s, nil
+}
+
+// ValidateSubscriptionKey checks the queue and consumer group that name a
+// subscription (both appear in its URL path).
+func ValidateSubscriptionKey(queue, group string) error {
+	if err := ValidateQueueName("queue", queue); err != nil {
+		return err
+	}
+	if err := ValidateText("consumerGroup", group); err != nil {
+		return err
+	}
+	return ValidateRoutable("consumerGroup", group)
+}
+
+// Validate checks that the target names exactly one function or one
+// absolute http(s) URL.
+func (t SubscriptionTarget) Validate() error {
+	switch {
+	case t.Function == "" && t.URL == "":
+		return Invalid("target", `needs "function" or "url"`)
+	case t.Function != "" && t.URL != "":
+		return Invalid("target", `takes one of "function" and "url", not both`)
+	case t.Function != "":
+		if len(t.Function) > MaxFunctionNameBytes {
+			return Invalid("target.function", "must be at most %d characters", MaxFunctionNameBytes)
+		}
+		return ValidateText("target.function", t.Function)
+	}
+	u, err := url.Parse(t.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Invalid("target.url", "must be an absolute http or https URL")
+	}
+	return nil
+}
+
+// Delivery is what one delivery to a subscription's target did, for its
+// counters: how many messages it settled (completed or failed), and why it
+// failed as a whole ("" when the target answered).
+type Delivery struct {
+	Queue         string
+	ConsumerGroup string
+	Settled       int
+	Error         string
+}
