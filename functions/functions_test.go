@@ -50,6 +50,7 @@ func TestFunctions(t *testing.T) {
 	run("admin", testAdmin)
 	run("reaper", testReaper)
 	run("migrate", testMigrate)
+	run("testtarget", testFunctionTarget)
 }
 
 // functionNames are the directories of functions/, one bootstrap each.
