@@ -21,7 +21,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, ou
 	clients := fs.Int("clients", bench.DefaultClients, "concurrent clients per workload")
 	partitions := fs.Int("partitions", bench.DefaultPartitions, "partitions of random-partition workloads")
 	results := fs.String("out", bench.DefaultResultsDir, "folder for results.json and results.svg")
-	only := fs.String("only", "", "comma-separated workloads to run (D, raw-1, raw-100, log-1, log-100, log-100-1, P1, P10, P100, P100-1, C10, C100, F5, S, W, R)")
+	only := fs.String("only", "", "comma-separated workloads to run (D, raw-1, raw-100, log-1, log-100, log-100-1, P1, P10, P100, P100-1, C10, C100, F5, S, W, R, SUB)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the clients and the in-process HTTP server) to this file; read it with go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -201,6 +201,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"F5", r.fanout},
 		{"S", r.scale},
 		{"W", r.wait},
+		{"SUB", r.subscribe},
 		{"R", r.reap},
 	}
 	for _, s := range steps {
@@ -239,7 +240,10 @@ func (r *runner) add(res Result) {
 	if res.Name == "D" || res.Name == "S" {
 		rate = fmt.Sprintf("%.2f %s", res.Value, res.Unit)
 	}
-	if res.Name == "W" && res.Unit != "ms p50" {
+	if res.Name == "W" && res.Unit != "ms p50" || res.Unit == "stmt/s" {
+		rate = fmt.Sprintf("%.1f %s", res.Rate, res.Unit)
+	}
+	if res.Unit == "ms p50" {
 		rate = fmt.Sprintf("%.1f %s", res.Rate, res.Unit)
 	}
 	fmt.Fprintf(r.cfg.Out, "%-10s %-5s %-46s %12s %9.2f %9.2f  %s\n", res.Name, res.Via, res.What, rate, res.P50Ms, res.P99Ms, res.Target)
