@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/queen-serverless/queen/core/queen"
@@ -53,8 +54,11 @@ const DefaultInterval = time.Second
 const Worker = "queen-dispatch"
 
 // leaseMargin is kept between the end of a target's call and its lease's
-// expiry, for the ack.
-const leaseMargin = time.Second
+// expiry, for the ack; maxCall bounds a call when the lease cannot.
+const (
+	leaseMargin = time.Second
+	maxCall     = 5 * time.Minute
+)
 
 // Dispatcher delivers subscriptions.
 type Dispatcher struct {
@@ -63,7 +67,8 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	running map[queen.WaitKey]bool // subscriptions being drained
 	again   map[queen.WaitKey]bool // woken while being drained: drain once more
-	wake    chan string
+	pending map[string]bool        // queues woken since Run last looked
+	signal  chan struct{}          // one slot: something is pending
 	wg      sync.WaitGroup
 }
 
@@ -79,14 +84,18 @@ func New(cfg Config) *Dispatcher {
 		cfg.Logger = slog.Default()
 	}
 	return &Dispatcher{cfg: cfg, running: map[queen.WaitKey]bool{}, again: map[queen.WaitKey]bool{},
-		wake: make(chan string, 64)}
+		pending: map[string]bool{}, signal: make(chan struct{}, 1)}
 }
 
 // Wake asks Run to deliver queue's subscriptions: a push to it committed.
-// It never blocks; wakes that find Run busy fold into its next look.
+// It never blocks; the queues woken while Run is busy are looked at
+// together when it is free.
 func (d *Dispatcher) Wake(queue string) {
+	d.mu.Lock()
+	d.pending[queue] = true
+	d.mu.Unlock()
 	select {
-	case d.wake <- queue:
+	case d.signal <- struct{}{}:
 	default:
 	}
 }
@@ -102,19 +111,23 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case q := <-d.wake:
-			d.start(ctx, q)
+		case <-d.signal:
+			d.mu.Lock()
+			queues := d.pending
+			d.pending = map[string]bool{}
+			d.mu.Unlock()
+			d.start(ctx, queues)
 		case <-t.C:
-			d.start(ctx, "")
+			d.start(ctx, nil)
 		}
 	}
 }
 
-// start drains the enabled subscriptions of queue ("": every queue, those
-// with deliverable backlog) that are not being drained already; those that
-// are drain once more when done, so a push committed after their last pop
-// is not left behind.
-func (d *Dispatcher) start(ctx context.Context, queue string) {
+// start drains the enabled subscriptions of queues (nil: of every queue,
+// those with deliverable backlog) that are not being drained already;
+// those that are drain once more when done, so a push committed after
+// their last pop is not left behind.
+func (d *Dispatcher) start(ctx context.Context, queues map[string]bool) {
 	subs, err := d.cfg.Store.Subscriptions(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -124,11 +137,11 @@ func (d *Dispatcher) start(ctx context.Context, queue string) {
 	}
 	var todo []queen.Subscription
 	for _, s := range subs {
-		if s.Enabled && (queue == "" || s.Queue == queue) && (s.Target.URL != "" || d.cfg.Lambda != nil) {
+		if s.Enabled && (queues == nil || queues[s.Queue]) && (s.Target.URL != "" || d.cfg.Lambda != nil) {
 			todo = append(todo, s)
 		}
 	}
-	if queue == "" {
+	if queues == nil {
 		todo = d.deliverable(ctx, todo)
 	}
 	d.mu.Lock()
@@ -193,7 +206,11 @@ func (d *Dispatcher) drainLoop(ctx context.Context, k queen.WaitKey, s queen.Sub
 // It works in passes, and ends after a pass that leased nothing: within a
 // pass a worker whose pop finds nothing stops, though another worker may
 // be about to end a lease (a failed delivery's head is due again at once),
-// so only a pass without deliveries shows that nothing is left.
+// so only a pass without deliveries shows that nothing is left. Between
+// passes (each at most passLength) it reads the subscription again, and
+// stops once it is deleted or paused. After a pass whose deliveries all failed as a whole (the target
+// is down), it waits before the next, twice as long each time up to
+// maxBackoff, so an outage does not spend the messages' attempts at once.
 func (d *Dispatcher) Drain(ctx context.Context, sub queen.Subscription) (int, error) {
 	if sub.BatchWindowMs > 0 {
 		select {
@@ -202,69 +219,116 @@ func (d *Dispatcher) Drain(ctx context.Context, sub queen.Subscription) (int, er
 		case <-time.After(time.Duration(sub.BatchWindowMs) * time.Millisecond):
 		}
 	}
-	total := 0
+	total, backoff := 0, time.Duration(0)
 	for {
-		settled, batches, err := d.pass(ctx, sub)
-		total += settled
-		if err != nil || batches == 0 || ctx.Err() != nil {
+		p, err := d.pass(ctx, sub)
+		total += p.settled
+		if err != nil || p.batches == 0 || ctx.Err() != nil {
 			return total, err
 		}
+		if p.failed > 0 && p.settled == 0 {
+			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			select {
+			case <-ctx.Done():
+				return total, nil
+			case <-time.After(backoff):
+			}
+		} else {
+			backoff = 0
+		}
+		cur, err := d.cfg.Store.Subscription(ctx, sub.Queue, sub.ConsumerGroup)
+		if errors.Is(err, queen.ErrNotFound) || err == nil && (!cur.Enabled || cur.Target.URL == "" && d.cfg.Lambda == nil) {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+		sub = cur
 	}
 }
 
+// The wait after a pass whose deliveries all failed as a whole.
+const (
+	minBackoff = time.Second
+	maxBackoff = time.Minute
+)
+
+// passResult is what a pass did: messages settled, batches leased, and
+// deliveries that failed as a whole.
+type passResult struct{ settled, batches, failed int }
+
+// passLength is how long a pass's workers take new batches, so that a
+// subscription paused, deleted or changed under steady traffic is seen.
+const passLength = time.Second
+
 // pass runs up to MaxConcurrency workers that each deliver batches until
-// a pop finds nothing, and returns the messages settled and the batches
-// leased.
-func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription) (settled, batches int, err error) {
+// a pop finds nothing or passLength is over; a delivery that fails as a
+// whole ends the pass (its head is due again at once).
+func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription) (passResult, error) {
 	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
+		mu    sync.Mutex
+		res   passResult
+		errs  []error
+		wg    sync.WaitGroup
+		until = time.Now().Add(passLength)
+		down  atomic.Bool // a delivery failed as a whole: no new batches this pass
 	)
 	for range max(1, sub.MaxConcurrency) {
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				n, more, err := d.DeliverOne(ctx, sub)
+			for ctx.Err() == nil && time.Now().Before(until) && !down.Load() {
+				o, err := d.deliverOne(ctx, sub)
 				mu.Lock()
-				settled += n
-				if more {
-					batches++
+				res.settled += o.settled
+				if o.leased {
+					res.batches++
+				}
+				if o.failed {
+					res.failed++
+					down.Store(true)
 				}
 				if err != nil {
 					errs = append(errs, err)
 				}
 				mu.Unlock()
-				if err != nil || !more {
+				if err != nil || !o.leased || o.failed {
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return settled, batches, errors.Join(errs...)
+	return res, errors.Join(errs...)
 }
 
-// DeliverOne leases one partition's batch for sub's group and delivers it.
-// more is false when there was nothing to lease.
-func (d *Dispatcher) DeliverOne(ctx context.Context, sub queen.Subscription) (settled int, more bool, err error) {
+// delivery is what deliverOne did: messages settled, whether it leased a
+// batch, and whether the delivery failed as a whole.
+type delivery struct {
+	settled        int
+	leased, failed bool
+}
+
+// deliverOne leases one partition's batch for sub's group and delivers it.
+func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription) (delivery, error) {
 	res, err := d.cfg.Store.Pop(ctx, queen.PopRequest{Queue: sub.Queue, ConsumerGroup: sub.ConsumerGroup,
 		Batch: sub.BatchSize, Partitions: 1, Worker: Worker})
 	if err != nil || len(res.Messages) == 0 {
-		return 0, false, err
+		return delivery{}, err
 	}
 	body, left, err := event(sub, res, sub.MaxBatchBytes)
 	if err != nil {
-		return 0, true, err
+		return delivery{leased: true}, err
 	}
 	sent := res.Messages[:len(res.Messages)-left]
 
 	// The call ends before the lease does, so that the ack finds it live.
-	// A lease already over by this machine's clock (a clock apart from the
-	// store's) bounds nothing: the ack then says whether it still held.
-	callCtx, cancel := ctx, context.CancelFunc(func() {})
-	if res.LeaseExpiresAt != nil && time.Until(*res.LeaseExpiresAt) > leaseMargin {
-		callCtx, cancel = context.WithDeadline(ctx, res.LeaseExpiresAt.Add(-leaseMargin))
+	// A lease (nearly) over by this machine's clock — a lease of a second, a
+	// clock apart from the store's — gives the call maxCall: the ack then
+	// says whether the lease still held.
+	deadline := time.Now().Add(maxCall)
+	if res.LeaseExpiresAt != nil && time.Until(*res.LeaseExpiresAt) > 2*leaseMargin {
+		deadline = res.LeaseExpiresAt.Add(-leaseMargin)
 	}
+	callCtx, cancel := context.WithDeadline(ctx, deadline)
 	answer, callErr := d.call(callCtx, sub.Target, body)
 	cancel()
 	var failed map[int64]bool
@@ -274,7 +338,7 @@ func (d *Dispatcher) DeliverOne(ctx context.Context, sub queen.Subscription) (se
 	if callErr != nil {
 		// Failed as a whole: the lease ends as an expiry would.
 		if ctx.Err() != nil {
-			return 0, false, ctx.Err() // shutting down: the lease expires by itself
+			return delivery{leased: true}, ctx.Err() // shutting down: the lease expires by itself
 		}
 		d.cfg.Logger.Info("dispatch: delivery failed", "queue", sub.Queue, "consumerGroup", sub.ConsumerGroup,
 			"partition", res.Messages[0].Partition, "err", callErr)
@@ -282,7 +346,7 @@ func (d *Dispatcher) DeliverOne(ctx context.Context, sub queen.Subscription) (se
 		if errors.Is(err, queen.ErrConflict) {
 			err = nil // it expired meanwhile: the reaper or a pop counted the attempt
 		}
-		return 0, true, errors.Join(err, d.record(ctx, sub, 0, callErr.Error()))
+		return delivery{leased: true, failed: true}, errors.Join(err, d.record(ctx, sub, 0, callErr.Error()))
 	}
 
 	acks := make([]queen.Ack, 0, len(res.Messages))
@@ -300,9 +364,10 @@ func (d *Dispatcher) DeliverOne(ctx context.Context, sub queen.Subscription) (se
 	if _, err := d.cfg.Store.Ack(ctx, acks); err != nil {
 		// The lease ended before the ack (the target took too long): its
 		// expiry counted an attempt, and the batch comes again.
-		return 0, true, errors.Join(fmt.Errorf("ack a delivered batch: %w", err), d.record(ctx, sub, 0, err.Error()))
+		return delivery{leased: true}, errors.Join(fmt.Errorf("ack a delivered batch: %w", err),
+			d.record(ctx, sub, 0, err.Error()))
 	}
-	return len(sent), true, d.record(ctx, sub, len(sent), "")
+	return delivery{settled: len(sent), leased: true}, d.record(ctx, sub, len(sent), "")
 }
 
 func (d *Dispatcher) record(ctx context.Context, sub queen.Subscription, settled int, why string) error {

@@ -283,3 +283,97 @@ func TestRunDeliversWhenWoken(t *testing.T) {
 		}
 	}
 }
+
+// A target that is down fails each batch as a whole; the dispatcher waits
+// longer after each such pass, so an outage of a few seconds spends an
+// attempt or two of the head, not its whole retry budget.
+func TestOutageBacksOff(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	tg := newTarget(t, func(dispatch.Event) (int, any) { return http.StatusServiceUnavailable, nil })
+	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
+	push(t, e.Store, "orders", 1, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tg.received()); n < 2 || n > 3 {
+		t.Fatalf("%d calls in 2.5 s of outage, want 2 or 3 (at once, after 1 s, after 2 s more)", n)
+	}
+	page, err := e.Store.ListDeadLetters(context.Background(), queen.DLQFilter{Queue: "orders"})
+	if err != nil || len(page.Messages) != 0 {
+		t.Fatalf("dead letters %+v %v, want none yet (retryLimit 3)", page.Messages, err)
+	}
+}
+
+// Under steady traffic (the backlog never empties) a drain sees its
+// subscription deleted and stops.
+func TestDrainStopsWhenTheSubscriptionGoes(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var once sync.Once
+	tg := newTarget(t, func(dispatch.Event) (int, any) {
+		once.Do(func() {
+			if err := e.Store.DeleteSubscription(ctx, "orders", "billing"); err != nil {
+				t.Errorf("delete: %v", err)
+			}
+		})
+		return http.StatusOK, nil
+	})
+	size := 1
+	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, func(r *queen.SubscriptionRequest) { r.BatchSize = &size })
+	stopPushing := make(chan struct{})
+	pushed := make(chan struct{})
+	go func() {
+		defer close(pushed)
+		for i := 0; ; i++ {
+			select {
+			case <-stopPushing:
+				return
+			default:
+			}
+			if _, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "orders", Partition: "p",
+				TransactionID: fmt.Sprintf("m%d", i), Payload: json.RawMessage(`{}`)}}); err != nil && ctx.Err() == nil {
+				t.Errorf("push: %v", err)
+				return
+			}
+		}
+	}()
+	_, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(ctx, sub)
+	close(stopPushing)
+	<-pushed
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("drain: %v (context: %v); want it to stop once the subscription is gone", err, ctx.Err())
+	}
+}
+
+// A function's error answered with 200 — the Lambda emulator's invoke URL
+// as a URL target answers so — fails the batch as a whole: it is not
+// read as a result that completes it.
+func TestErrorPayloadFailsTheBatch(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	var mu sync.Mutex
+	calls := 0
+	tg := newTarget(t, func(dispatch.Event) (int, any) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return http.StatusOK, map[string]string{"errorMessage": "boom", "errorType": "Error"}
+		}
+		return http.StatusOK, nil
+	})
+	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
+	push(t, e.Store, "orders", 1, 2)
+	if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(context.Background(), sub); err != nil {
+		t.Fatal(err)
+	}
+	evs := tg.received()
+	if len(evs) < 2 || len(evs[1].Records) != 1 || evs[1].Records[0].RetryCount != 1 {
+		t.Fatalf("events %+v, want the batch, then its head alone with retryCount 1", evs)
+	}
+}

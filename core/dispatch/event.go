@@ -82,6 +82,10 @@ func failedItems(answer []byte, recs []queen.Message) (map[int64]bool, error) {
 	if len(answer) == 0 || string(answer) == "null" {
 		return failed, nil
 	}
+	if msg, ok := errorPayload(answer); ok {
+		// A function's error, answered with 200 (the emulator's invoke URL).
+		return nil, fmt.Errorf("the target failed: %s", msg)
+	}
 	var res Result
 	dec := json.NewDecoder(bytes.NewReader(answer))
 	if err := dec.Decode(&res); err != nil {

@@ -22,7 +22,8 @@ type Subscription struct {
 	// Delivered counts the messages the target completed or failed.
 	Delivered      int64      `json:"delivered"`
 	LastDeliveryAt *time.Time `json:"lastDeliveryAt"`
-	// LastError is the last failed delivery's reason, until one succeeds.
+	// LastError is why the last delivery that failed as a whole failed;
+	// LastErrorAt says when (compare LastDeliveryAt).
 	LastError   *string    `json:"lastError"`
 	LastErrorAt *time.Time `json:"lastErrorAt"`
 }

@@ -283,17 +283,19 @@ $fn$;
 CREATE OR REPLACE FUNCTION queen.delete_queue(p_queue text)
 RETURNS boolean LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
-    v_id   bigint;
-    v_subs int;
+    v_id      bigint;
+    v_subs    int;
+    v_targets int;
 BEGIN
     -- Exclusive against pushes to this queue (they hold it shared).
     PERFORM pg_advisory_xact_lock(queen.queue_lock_key(p_queue));
     DELETE FROM queen.subscriptions WHERE queue_name = p_queue;
     GET DIAGNOSTICS v_subs = ROW_COUNT;
     DELETE FROM queen.subscription_targets WHERE queue_name = p_queue;
+    GET DIAGNOSTICS v_targets = ROW_COUNT;
     SELECT id INTO v_id FROM queen.queues WHERE name = p_queue FOR UPDATE;
     IF v_id IS NULL THEN
-        RETURN v_subs > 0;
+        RETURN v_subs + v_targets > 0;
     END IF;
     DELETE FROM queen.segments WHERE partition_num IN (SELECT num FROM queen.partitions WHERE queue_id = v_id);
     -- Its dedup keys stay until the reaper takes them: they name its
