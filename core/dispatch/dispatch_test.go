@@ -377,3 +377,30 @@ func TestErrorPayloadFailsTheBatch(t *testing.T) {
 		t.Fatalf("events %+v, want the batch, then its head alone with retryCount 1", evs)
 	}
 }
+
+// An itemIdentifier that names no record of the batch makes the answer
+// invalid (Lambda's contract): the whole batch failed, nothing completed.
+func TestUnknownItemIdentifierFailsTheBatch(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	var mu sync.Mutex
+	calls := 0
+	tg := newTarget(t, func(dispatch.Event) (int, any) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return http.StatusOK, map[string]any{"batchItemFailures": []map[string]string{{"itemIdentifier": "no-such-record"}}}
+		}
+		return http.StatusOK, nil
+	})
+	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
+	push(t, e.Store, "orders", 1, 2)
+	if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(context.Background(), sub); err != nil {
+		t.Fatal(err)
+	}
+	evs := tg.received()
+	if len(evs) < 2 || len(evs[1].Records) != 1 || evs[1].Records[0].RetryCount != 1 {
+		t.Fatalf("events %+v, want the batch, then its head alone with retryCount 1", evs)
+	}
+}

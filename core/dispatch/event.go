@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -74,8 +75,10 @@ func event(sub queen.Subscription, res queen.PopResult, maxBytes int) ([]byte, i
 var errNotAResult = errors.New(`the answer is not null nor {"batchItemFailures": [...]}`)
 
 // failedItems reads a target's answer: the offsets of the records it
-// names as failed. An empty answer, null or {} fails none; an identifier
-// that names no record is ignored.
+// names as failed. An empty answer, null or {} fails none. As in Lambda's
+// own partial-batch contract, an identifier that names no record of the
+// batch (empty, null, or unknown) makes the answer invalid: the whole
+// batch failed.
 func failedItems(answer []byte, recs []queen.Message) (map[int64]bool, error) {
 	failed := map[int64]bool{}
 	answer = bytes.TrimSpace(answer)
@@ -106,13 +109,13 @@ func failedItems(answer []byte, recs []queen.Message) (map[int64]bool, error) {
 		}
 		if off, ok := byID[id]; ok {
 			failed[off] = true
-		} else if off, err := strconv.ParseInt(id, 10, 64); err == nil {
-			for _, m := range recs {
-				if m.Offset == off {
-					failed[off] = true
-				}
-			}
+			continue
 		}
+		off, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || !slices.ContainsFunc(recs, func(m queen.Message) bool { return m.Offset == off }) {
+			return nil, fmt.Errorf("%w: itemIdentifier %s names no record of the batch", errNotAResult, f.ItemIdentifier)
+		}
+		failed[off] = true
 	}
 	return failed, nil
 }
