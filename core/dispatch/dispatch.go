@@ -276,7 +276,7 @@ func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription) (passResu
 	for range max(1, sub.MaxConcurrency) {
 		wg.Go(func() {
 			for ctx.Err() == nil && time.Now().Before(until) && !down.Load() {
-				o, err := d.deliverOne(ctx, sub)
+				o, err := d.deliverOne(ctx, sub, func() { down.Store(true) })
 				mu.Lock()
 				res.settled += o.settled
 				if o.leased {
@@ -308,7 +308,9 @@ type delivery struct {
 }
 
 // deliverOne leases one partition's batch for sub's group and delivers it.
-func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription) (delivery, error) {
+// failing is called when the delivery failed as a whole, before the lease
+// is released.
+func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, failing func()) (delivery, error) {
 	res, err := d.cfg.Store.Pop(ctx, queen.PopRequest{Queue: sub.Queue, ConsumerGroup: sub.ConsumerGroup,
 		Batch: sub.BatchSize, Partitions: 1, Worker: Worker})
 	if err != nil || len(res.Messages) == 0 {
@@ -340,6 +342,7 @@ func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription) (de
 		if ctx.Err() != nil {
 			return delivery{leased: true}, ctx.Err() // shutting down: the lease expires by itself
 		}
+		failing()
 		d.cfg.Logger.Info("dispatch: delivery failed", "queue", sub.Queue, "consumerGroup", sub.ConsumerGroup,
 			"partition", res.Messages[0].Partition, "err", callErr)
 		err = d.cfg.Store.ReleaseLease(ctx, res.LeaseID)

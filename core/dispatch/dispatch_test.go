@@ -291,7 +291,8 @@ func TestOutageBacksOff(t *testing.T) {
 	t.Parallel()
 	e := pgstoretest.New(t)
 	tg := newTarget(t, func(dispatch.Event) (int, any) { return http.StatusServiceUnavailable, nil })
-	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
+	one := 1 // one worker: the calls are the passes
+	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, func(r *queen.SubscriptionRequest) { r.MaxConcurrency = &one })
 	push(t, e.Store, "orders", 1, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
@@ -350,57 +351,41 @@ func TestDrainStopsWhenTheSubscriptionGoes(t *testing.T) {
 	}
 }
 
-// A function's error answered with 200 — the Lambda emulator's invoke URL
-// as a URL target answers so — fails the batch as a whole: it is not
-// read as a result that completes it.
-func TestErrorPayloadFailsTheBatch(t *testing.T) {
+// Answers that are not a result fail the batch as a whole, as in Lambda's
+// partial-batch contract: a function's error answered with 200 (the Lambda
+// emulator's invoke URL, as a URL target, answers so), and an
+// itemIdentifier that names no record of the batch. Nothing is completed:
+// the head comes back alone with one attempt counted.
+func TestInvalidAnswersFailTheBatch(t *testing.T) {
 	t.Parallel()
-	e := pgstoretest.New(t)
-	var mu sync.Mutex
-	calls := 0
-	tg := newTarget(t, func(dispatch.Event) (int, any) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		if calls == 1 {
-			return http.StatusOK, map[string]string{"errorMessage": "boom", "errorType": "Error"}
-		}
-		return http.StatusOK, nil
-	})
-	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
-	push(t, e.Store, "orders", 1, 2)
-	if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(context.Background(), sub); err != nil {
-		t.Fatal(err)
-	}
-	evs := tg.received()
-	if len(evs) < 2 || len(evs[1].Records) != 1 || evs[1].Records[0].RetryCount != 1 {
-		t.Fatalf("events %+v, want the batch, then its head alone with retryCount 1", evs)
-	}
-}
-
-// An itemIdentifier that names no record of the batch makes the answer
-// invalid (Lambda's contract): the whole batch failed, nothing completed.
-func TestUnknownItemIdentifierFailsTheBatch(t *testing.T) {
-	t.Parallel()
-	e := pgstoretest.New(t)
-	var mu sync.Mutex
-	calls := 0
-	tg := newTarget(t, func(dispatch.Event) (int, any) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		if calls == 1 {
-			return http.StatusOK, map[string]any{"batchItemFailures": []map[string]string{{"itemIdentifier": "no-such-record"}}}
-		}
-		return http.StatusOK, nil
-	})
-	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
-	push(t, e.Store, "orders", 1, 2)
-	if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(context.Background(), sub); err != nil {
-		t.Fatal(err)
-	}
-	evs := tg.received()
-	if len(evs) < 2 || len(evs[1].Records) != 1 || evs[1].Records[0].RetryCount != 1 {
-		t.Fatalf("events %+v, want the batch, then its head alone with retryCount 1", evs)
+	for name, answer := range map[string]any{
+		"error payload":      map[string]string{"errorMessage": "boom", "errorType": "Error"},
+		"unknown identifier": map[string]any{"batchItemFailures": []map[string]string{{"itemIdentifier": "no-such-record"}}},
+		"empty identifier":   map[string]any{"batchItemFailures": []map[string]string{{"itemIdentifier": ""}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := pgstoretest.New(t)
+			var mu sync.Mutex
+			calls := 0
+			tg := newTarget(t, func(dispatch.Event) (int, any) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				if calls == 1 {
+					return http.StatusOK, answer
+				}
+				return http.StatusOK, nil
+			})
+			sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
+			push(t, e.Store, "orders", 1, 2)
+			if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(context.Background(), sub); err != nil {
+				t.Fatal(err)
+			}
+			evs := tg.received()
+			if len(evs) < 2 || len(evs[1].Records) != 1 || evs[1].Records[0].RetryCount != 1 {
+				t.Fatalf("events %+v, want the batch, then its head alone with retryCount 1", evs)
+			}
+		})
 	}
 }
