@@ -682,11 +682,11 @@ $fn$;
 -- to start up than the batch statement's CTEs (docs/benchmarks.md, "Push
 -- fast paths").
 CREATE OR REPLACE FUNCTION queen._push_partition_append_one(p_queue text, p_partition text, p_payload text,
-                                                     p_trace_id text, p_producer_sub text, p_key_id text,
-                                                     p_now timestamptz, p_seed bigint,
-                                                     OUT partition_id uuid, OUT created_at timestamptz,
-                                                     OUT part_num bigint, OUT first_offset bigint,
-                                                     OUT txids text[])
+                                                            p_trace_id text, p_producer_sub text, p_key_id text,
+                                                            p_now timestamptz, p_seed bigint,
+                                                            OUT partition_id uuid, OUT created_at timestamptz,
+                                                            OUT part_num bigint, OUT first_offset bigint,
+                                                            OUT txids text[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     v_qid  bigint;
