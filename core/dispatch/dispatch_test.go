@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +58,18 @@ func (tg *target) received() []dispatch.Event {
 }
 
 func completeAll(dispatch.Event) (int, any) { return http.StatusOK, nil }
+
+// firstThenComplete answers the first event with status and body, and
+// completes every later one (an empty batchItemFailures).
+func firstThenComplete(status int, body any) func(dispatch.Event) (int, any) {
+	var calls atomic.Int64
+	return func(dispatch.Event) (int, any) {
+		if calls.Add(1) == 1 {
+			return status, body
+		}
+		return http.StatusOK, map[string]any{"batchItemFailures": []any{}}
+	}
+}
 
 func subscribe(t *testing.T, st queen.Store, queue, group, url string, opts func(*queen.SubscriptionRequest)) queen.Subscription {
 	t.Helper()
@@ -195,17 +208,7 @@ func TestFailedDeliveryIsALeaseExpiry(t *testing.T) {
 	t.Parallel()
 	e := pgstoretest.New(t)
 	ctx := context.Background()
-	var mu sync.Mutex
-	calls := 0
-	tg := newTarget(t, func(dispatch.Event) (int, any) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		if calls == 1 {
-			return http.StatusInternalServerError, map[string]string{"error": "boom"}
-		}
-		return http.StatusOK, map[string]any{"batchItemFailures": []any{}}
-	})
+	tg := newTarget(t, firstThenComplete(http.StatusInternalServerError, map[string]string{"error": "boom"}))
 	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 	push(t, e.Store, "orders", 1, 3)
 	d := dispatch.New(dispatch.Config{Store: e.Store})
@@ -366,17 +369,7 @@ func TestInvalidAnswersFailTheBatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := pgstoretest.New(t)
-			var mu sync.Mutex
-			calls := 0
-			tg := newTarget(t, func(dispatch.Event) (int, any) {
-				mu.Lock()
-				defer mu.Unlock()
-				calls++
-				if calls == 1 {
-					return http.StatusOK, answer
-				}
-				return http.StatusOK, nil
-			})
+			tg := newTarget(t, firstThenComplete(http.StatusOK, answer))
 			sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 			push(t, e.Store, "orders", 1, 2)
 			if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(context.Background(), sub); err != nil {

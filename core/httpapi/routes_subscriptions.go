@@ -13,7 +13,9 @@ import (
 // delivered to a target by the dispatcher.
 
 // subscriptionFields and targetFields are the keys a subscription's
-// definition may have: a misspelt option is refused, not defaulted.
+// definition may have: a misspelt option is refused, not defaulted. The
+// keys are compared exactly: encoding/json's DisallowUnknownFields would
+// take "batchsize" for batchSize.
 var (
 	subscriptionFields = []string{"queue", "consumerGroup", "target", "batchSize", "maxBatchBytes", "batchWindowMs",
 		"maxConcurrency", "enabled"}

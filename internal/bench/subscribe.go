@@ -11,6 +11,7 @@ import (
 
 	"github.com/queen-serverless/queen/core/dispatch"
 	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/internal/storecount"
 )
 
 // Defaults of SUB.
@@ -46,7 +47,7 @@ func (r *runner) subscribe(ctx context.Context) error {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer target.Close()
-	counted := &countingStore{Store: r.store}
+	counted := &storecount.Counting{Store: r.store}
 	put := func(queue string, batch, concurrency int) (queen.Subscription, error) {
 		return r.store.PutSubscription(ctx, queen.SubscriptionRequest{Queue: queue, ConsumerGroup: "bench-SUB",
 			Target: queen.SubscriptionTarget{URL: target.URL}, BatchSize: &batch, MaxConcurrency: &concurrency})
@@ -125,31 +126,9 @@ func (r *runner) subscribe(ctx context.Context) error {
 	stopIdle()
 	secs := time.Since(start).Seconds()
 	fmt.Fprintf(r.cfg.Out, "\r%70s\r", "")
-	calls := counted.calls.Load()
+	calls := counted.Pops.Load() + counted.Probes.Load() + counted.Listings.Load()
 	r.add(Result{Name: "SUB", Via: "core", What: fmt.Sprintf("%d idle subscriptions: statements/s", idleSubscriptions+3),
 		Ops: calls, Seconds: secs, Rate: float64(calls) / secs, Unit: "stmt/s",
 		Target: fmt.Sprintf("a look every %s: the subscriptions and one probe for all", interval)})
 	return nil
-}
-
-// countingStore counts the statements the dispatcher sends a store: each
-// call of these methods is one.
-type countingStore struct {
-	queen.Store
-	calls atomic.Int64
-}
-
-func (c *countingStore) Subscriptions(ctx context.Context) ([]queen.Subscription, error) {
-	c.calls.Add(1)
-	return c.Store.Subscriptions(ctx)
-}
-
-func (c *countingStore) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult, error) {
-	c.calls.Add(1)
-	return c.Store.Pop(ctx, req)
-}
-
-func (c *countingStore) Deliverable(ctx context.Context, keys []queen.WaitKey) ([]bool, error) {
-	c.calls.Add(1)
-	return c.Store.(queen.Prober).Deliverable(ctx, keys)
 }

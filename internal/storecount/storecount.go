@@ -1,4 +1,5 @@
-// Package storecount counts the statements long-polls send a store.
+// Package storecount counts the statements long-polls and the subscriptions'
+// dispatcher send a store.
 package storecount
 
 import (
@@ -9,12 +10,19 @@ import (
 )
 
 // Counting wraps a Store that is also a queen.Prober and counts what
-// long-polls send it: pops and probes. Empty, when not nil, receives the
-// queue of each empty pop (when it has room).
+// long-polls and the dispatcher send it when they wait: pops, probes and
+// listings of the subscriptions. Empty, when not nil, receives the queue
+// of each empty pop (when it has room).
 type Counting struct {
 	queen.Store
-	Pops, Probes atomic.Int64
-	Empty        chan string
+	Pops, Probes, Listings atomic.Int64
+	Empty                  chan string
+}
+
+// Subscriptions implements queen.Store.
+func (c *Counting) Subscriptions(ctx context.Context) ([]queen.Subscription, error) {
+	c.Listings.Add(1)
+	return c.Store.Subscriptions(ctx)
 }
 
 // Pop implements queen.Store.
