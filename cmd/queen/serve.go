@@ -27,7 +27,6 @@ import (
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/prommetrics"
-	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/core/reaper"
 	"github.com/queen-serverless/queen/core/secrets"
 	"github.com/queen-serverless/queen/internal/pgcluster"
@@ -138,7 +137,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// server commits (docs/subscriptions.md).
 	disp := dispatch.New(dispatch.Config{Store: store, Logger: log, Interval: cfg.ReaperInterval})
 	apiCfg.OnPush = disp.Wake
-	apiCfg.OnSubscription = func(s queen.Subscription) { disp.Wake(s.Queue) }
+	apiCfg.OnSubscription = disp.Changed
 	api := httpapi.New(store, apiCfg)
 	var handler http.Handler = api.Handler(httpapi.AllGroups...)
 	if authn != nil {

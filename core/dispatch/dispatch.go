@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,13 @@ type Dispatcher struct {
 	pending map[string]bool        // queues woken since Run last looked
 	signal  chan struct{}          // one slot: something is pending
 	wg      sync.WaitGroup
+
+	// The subscriptions as last listed (at Run's start and every Interval)
+	// or told (Changed), and the queues one of them delivers: a wake of
+	// another queue costs nothing.
+	subs   []queen.Subscription
+	queues map[string]bool
+	listed bool
 }
 
 // New returns a Dispatcher.
@@ -88,16 +96,59 @@ func New(cfg Config) *Dispatcher {
 }
 
 // Wake asks Run to deliver queue's subscriptions: a push to it committed.
-// It never blocks; the queues woken while Run is busy are looked at
-// together when it is free.
+// It never blocks, and sends no statement: a queue no subscription
+// delivers is left alone, and the queues woken while Run is busy are
+// looked at together when it is free.
 func (d *Dispatcher) Wake(queue string) {
 	d.mu.Lock()
+	if d.listed && !d.queues[queue] {
+		d.mu.Unlock()
+		return
+	}
 	d.pending[queue] = true
 	d.mu.Unlock()
 	select {
 	case d.signal <- struct{}{}:
 	default:
 	}
+}
+
+// Changed tells the dispatcher of a subscription created or changed (by
+// this process's API: others' are seen at the next Interval), and wakes
+// its queue.
+func (d *Dispatcher) Changed(s queen.Subscription) {
+	d.mu.Lock()
+	subs := slices.DeleteFunc(slices.Clone(d.subs), func(o queen.Subscription) bool {
+		return o.Queue == s.Queue && o.ConsumerGroup == s.ConsumerGroup
+	})
+	d.setSubs(append(subs, s))
+	d.mu.Unlock()
+	d.Wake(s.Queue)
+}
+
+// setSubs replaces the cached subscriptions; d.mu is held.
+func (d *Dispatcher) setSubs(subs []queen.Subscription) {
+	d.subs, d.queues, d.listed = subs, map[string]bool{}, true
+	for _, s := range subs {
+		if s.Enabled && (s.Target.URL != "" || d.cfg.Lambda != nil) {
+			d.queues[s.Queue] = true
+		}
+	}
+}
+
+// list reads the subscriptions into the cache; on an error the cache
+// stays as it was.
+func (d *Dispatcher) list(ctx context.Context) {
+	subs, err := d.cfg.Store.Subscriptions(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.cfg.Logger.Warn("dispatch: list subscriptions", "err", err)
+		}
+		return
+	}
+	d.mu.Lock()
+	d.setSubs(subs)
+	d.mu.Unlock()
 }
 
 // Run delivers until ctx ends: the subscriptions of each woken queue at
@@ -107,6 +158,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	t := time.NewTicker(d.cfg.Interval)
 	defer t.Stop()
 	defer d.wg.Wait()
+	d.list(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -118,6 +170,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			d.mu.Unlock()
 			d.start(ctx, queues)
 		case <-t.C:
+			d.list(ctx)
 			d.start(ctx, nil)
 		}
 	}
@@ -128,19 +181,14 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // those that are drain once more when done, so a push committed after
 // their last pop is not left behind.
 func (d *Dispatcher) start(ctx context.Context, queues map[string]bool) {
-	subs, err := d.cfg.Store.Subscriptions(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			d.cfg.Logger.Warn("dispatch: list subscriptions", "err", err)
-		}
-		return
-	}
 	var todo []queen.Subscription
-	for _, s := range subs {
+	d.mu.Lock()
+	for _, s := range d.subs {
 		if s.Enabled && (queues == nil || queues[s.Queue]) && (s.Target.URL != "" || d.cfg.Lambda != nil) {
 			todo = append(todo, s)
 		}
 	}
+	d.mu.Unlock()
 	if queues == nil {
 		todo = d.deliverable(ctx, todo)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/queen-serverless/queen/core/dispatch"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
+	"github.com/queen-serverless/queen/internal/storecount"
 )
 
 func TestMain(m *testing.M) { pgstoretest.Main(m) }
@@ -380,5 +381,40 @@ func TestInvalidAnswersFailTheBatch(t *testing.T) {
 				t.Fatalf("events %+v, want the batch, then its head alone with retryCount 1", evs)
 			}
 		})
+	}
+}
+
+// Run sends no statement for a wake of a queue no subscription delivers,
+// and delivers a subscription it is told of (Changed, as queen serve's API
+// tells it) when its queue is woken.
+func TestWakesCostNothingWithoutASubscription(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	tg := newTarget(t, completeAll)
+	counted := &storecount.Counting{Store: e.Store}
+	d := dispatch.New(dispatch.Config{Store: counted, Interval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
+	push(t, e.Store, "orders", 1, 1)
+	for range 100 {
+		d.Wake("elsewhere")
+	}
+	d.Changed(sub)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(tg.received()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the subscription was not delivered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := counted.Listings.Load(); n != 1 {
+		t.Errorf("%d listings of the subscriptions, want the one Run starts with", n)
+	}
+	if counted.Probes.Load() != 0 {
+		t.Errorf("%d probes, want none: the wakes name the queue", counted.Probes.Load())
 	}
 }

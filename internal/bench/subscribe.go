@@ -58,10 +58,12 @@ func (r *runner) subscribe(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { d.Run(runCtx); close(done) }()
-	if _, err := put("bench-SUB-latency", 10, 1); err != nil {
+	sub, err := put("bench-SUB-latency", 10, 1)
+	if err != nil {
 		stop()
 		return err
 	}
+	d.Changed(sub) // as queen serve's API does
 	lat := make([]time.Duration, 0, r.cfg.WaitSamples)
 	for i := range r.cfg.WaitSamples {
 		for len(got) > 0 {
