@@ -78,6 +78,7 @@ type Dispatcher struct {
 	subs   []queen.Subscription
 	queues map[string]bool
 	listed bool
+	told   int // Changed calls so far: a listing that overlapped one is read again
 }
 
 // New returns a Dispatcher.
@@ -122,6 +123,7 @@ func (d *Dispatcher) Changed(s queen.Subscription) {
 		return o.Queue == s.Queue && o.ConsumerGroup == s.ConsumerGroup
 	})
 	d.setSubs(append(subs, s))
+	d.told++
 	d.mu.Unlock()
 	d.Wake(s.Queue)
 }
@@ -136,19 +138,31 @@ func (d *Dispatcher) setSubs(subs []queen.Subscription) {
 	}
 }
 
-// list reads the subscriptions into the cache; on an error the cache
-// stays as it was.
+// list reads the subscriptions into the cache. A listing during which
+// the dispatcher was told of a change may predate it, and is read again;
+// on an error, or a change during every try, the cache stays as it was.
 func (d *Dispatcher) list(ctx context.Context) {
-	subs, err := d.cfg.Store.Subscriptions(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			d.cfg.Logger.Warn("dispatch: list subscriptions", "err", err)
+	for range 3 {
+		d.mu.Lock()
+		told := d.told
+		d.mu.Unlock()
+		subs, err := d.cfg.Store.Subscriptions(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.Warn("dispatch: list subscriptions", "err", err)
+			}
+			return
 		}
-		return
+		d.mu.Lock()
+		fresh := d.told == told
+		if fresh {
+			d.setSubs(subs)
+		}
+		d.mu.Unlock()
+		if fresh {
+			return
+		}
 	}
-	d.mu.Lock()
-	d.setSubs(subs)
-	d.mu.Unlock()
 }
 
 // Run delivers until ctx ends: the subscriptions of each woken queue at

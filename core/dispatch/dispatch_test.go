@@ -418,3 +418,49 @@ func TestWakesCostNothingWithoutASubscription(t *testing.T) {
 		t.Errorf("%d probes, want none: the wakes name the queue", counted.Probes.Load())
 	}
 }
+
+// staleListing returns, from its first listing of the subscriptions, what
+// the store held when the listing was read, but only once the test lets
+// it: a listing overtaken by a change.
+type staleListing struct {
+	queen.Store
+	read, release chan struct{}
+	once          sync.Once
+}
+
+func (s *staleListing) Subscriptions(ctx context.Context) ([]queen.Subscription, error) {
+	subs, err := s.Store.Subscriptions(ctx)
+	s.once.Do(func() {
+		close(s.read)
+		<-s.release
+	})
+	return subs, err
+}
+
+// A subscription the dispatcher is told of while it lists the
+// subscriptions is not lost to that listing, which predates it.
+func TestChangeDuringAListingIsKept(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	tg := newTarget(t, completeAll)
+	st := &staleListing{Store: e.Store, read: make(chan struct{}), release: make(chan struct{})}
+	d := dispatch.New(dispatch.Config{Store: st, Interval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	<-st.read // Run's first listing has read: no subscription yet
+	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
+	d.Changed(sub)
+	close(st.release)
+	push(t, e.Store, "orders", 1, 1)
+	d.Wake("orders")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(tg.received()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the subscription told during a listing was not delivered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
