@@ -53,6 +53,7 @@ const (
 	EnvJWTAudience         = "QUEEN_JWT_AUDIENCE"
 	EnvEncryptionKey       = "QUEEN_ENCRYPTION_KEY"
 	EnvEncryptionKeySecret = "QUEEN_ENCRYPTION_KEY_SECRET_ARN"
+	EnvDispatchFunction    = "QUEEN_DISPATCH_FUNCTION"
 
 	// EnvLambdaFunctionName is set by AWS Lambda (and the Runtime Interface
 	// Emulator) in every function: its presence means "running on Lambda".
@@ -188,6 +189,12 @@ type Config struct {
 	// the Secrets Manager secret holding that key ring, read the first time
 	// an encrypted queue needs it. It takes precedence over EncryptionKey.
 	EncryptionKeySecretARN string
+
+	// DispatchFunction (QUEEN_DISPATCH_FUNCTION, on AWS) is the name or
+	// ARN of the dispatch function, which delivers subscriptions
+	// (docs/subscriptions.md): pushes and the reaper start it with an
+	// asynchronous invoke. Empty: nothing starts it.
+	DispatchFunction string
 }
 
 // FromEnv reads the configuration from the environment through getenv
@@ -212,6 +219,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 
 		EncryptionKey:          get(EnvEncryptionKey),
 		EncryptionKeySecretARN: get(EnvEncryptionKeySecret),
+		DispatchFunction:       get(EnvDispatchFunction),
 	}
 	var errs []error
 	parse := func(name string, f func(string) error) {

@@ -33,6 +33,12 @@ const (
 	MetricBacklogLeases    = "ReaperBacklogLeases"
 	MetricBacklogDedup     = "ReaperBacklogDedup"
 	MetricBacklogRetention = "ReaperBacklogRetention"
+	// MetricMaxSubscriptionLag is the largest lag of a consumer group that
+	// a subscription delivers (docs/subscriptions.md).
+	MetricMaxSubscriptionLag = "MaxSubscriptionLag"
+	// MetricSubscriptionsStarted counts the subscriptions a pass found with
+	// backlog and no live dispatcher, and started.
+	MetricSubscriptionsStarted = "SubscriptionsStarted"
 )
 
 // DefaultMargin is what Handler leaves of the function's time after a
