@@ -34,7 +34,7 @@ type subscriptionRow struct {
 	LastDeliveryAt *time.Time `json:"last_delivery_at"`
 	LastError      *string    `json:"last_error"`
 	LastErrorAt    *time.Time `json:"last_error_at"`
-	WakePending    bool       `json:"wake_pending"`
+	WakeAt         *time.Time `json:"wake_at"`
 }
 
 func (r subscriptionRow) subscription() queen.Subscription {

@@ -1,6 +1,7 @@
 package queen
 
 import (
+	"context"
 	"net/url"
 	"time"
 )
@@ -140,4 +141,35 @@ type Delivery struct {
 	ConsumerGroup string
 	Settled       int
 	Error         string
+}
+
+// The wake-up handshake of dispatcher runs (docs/subscriptions.md §5): a
+// run renews its subscription's wake every WakeRenew while it delivers,
+// and a wake not renewed for WakeStale counts as lost (its run died), so
+// the next push or reaper pass starts another.
+const (
+	WakeRenew = 15 * time.Second
+	WakeStale = time.Minute
+)
+
+// Wakes is what a Store offers dispatcher runs started on demand (the
+// dispatch function on AWS): at most one run per subscription holds its
+// wake, and a push committed after a run's last look finds the wake clear
+// and starts the next run. Each method is one statement.
+type Wakes interface {
+	// MarkWake marks woken the enabled subscriptions of queues that hold no
+	// live wake, and returns them: the caller starts a run for each.
+	MarkWake(ctx context.Context, queues []string) ([]WaitKey, error)
+	// ClaimWake marks one subscription woken unless a live wake is there
+	// (or it is gone or paused); true: the caller's run now holds it.
+	ClaimWake(ctx context.Context, key WaitKey) (bool, error)
+	// RenewWake renews a live run's wake; false: it is no longer held.
+	RenewWake(ctx context.Context, key WaitKey) (bool, error)
+	// ClearWake ends a run's wake: it has caught up. The run then looks at
+	// the backlog once more.
+	ClearWake(ctx context.Context, key WaitKey) error
+	// DueSubscriptions marks woken and returns the enabled subscriptions
+	// without a live wake that a pop could serve now: the reaper's safety
+	// net for lost wakes and for messages whose delay or retryDelay ran out.
+	DueSubscriptions(ctx context.Context) ([]WaitKey, error)
 }
