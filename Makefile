@@ -3,7 +3,7 @@
 SHELL      := /bin/bash
 GO         ?= go
 BUILD_DIR  := build
-FUNCTIONS  := push pop ack dlq admin reaper migrate
+FUNCTIONS  := push pop ack dlq admin reaper dispatch migrate
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .DEFAULT_GOAL := help

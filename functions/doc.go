@@ -7,6 +7,7 @@
 //	dlq      dead-letter list, get, delete, retry
 //	admin    configure, queues, consumer groups, browse
 //	reaper   one maintenance pass per scheduled event, with EMF metrics
+//	dispatch one run delivering a subscription, started asynchronously
 //	migrate  schema migrations and the application role, at deploy time
 //
 // Every HTTP function also serves GET /health. `make build` builds each

@@ -8,17 +8,26 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/queen-serverless/queen/core/dispatch"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
 
+// emulatorClient calls the function an emulator runs through the Lambda
+// API, signed as on AWS.
+func emulatorClient(e *emulator) *dispatch.LambdaClient {
+	return &dispatch.LambdaClient{
+		Endpoint: strings.TrimSuffix(e.url, "/2015-03-31/functions/function/invocations"),
+		Config: func(context.Context) (aws.Config, error) {
+			return aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}, nil
+		},
+	}
+}
+
 // testFunctionTarget delivers a subscription to a function target: a real
 // function bootstrap (functions/internal/testtarget) under the Runtime
-// Interface Emulator, called through the Lambda API with the AWS SDK, as
-// on AWS. The function lists a record as failed, fails a whole
+// Interface Emulator, called through the Lambda API, signed as on AWS. The function lists a record as failed, fails a whole
 // invocation, and runs past its timeout; the model's rules decide what
 // comes of each (docs/subscriptions.md §3): with retryLimit 1, each of the
 // three ends in the DLQ after its second failed attempt, and everything
@@ -27,12 +36,7 @@ func testFunctionTarget(t *testing.T, start func(env ...string) *emulator) {
 	env := pgstoretest.New(t)
 	e := start("AWS_LAMBDA_FUNCTION_TIMEOUT=2")
 	ctx := context.Background()
-	client := lambda.New(lambda.Options{
-		Region:       "eu-west-1",
-		BaseEndpoint: aws.String(strings.TrimSuffix(e.url, "/2015-03-31/functions/function/invocations")),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		Retryer:      aws.NopRetryer{},
-	})
+	client := emulatorClient(e)
 	limit, one := 1, 1
 	if _, err := env.Store.Configure(ctx, queen.ConfigureRequest{Queue: "orders",
 		Options: queen.QueueOptions{RetryLimit: &limit}}); err != nil {
@@ -60,7 +64,7 @@ func testFunctionTarget(t *testing.T, start func(env ...string) *emulator) {
 		t.Fatal(err)
 	}
 
-	d := dispatch.New(dispatch.Config{Store: env.Store, Lambda: dispatch.LambdaInvoker{Client: client}})
+	d := dispatch.New(dispatch.Config{Store: env.Store, Lambda: client})
 	if _, err := d.Drain(ctx, sub); err != nil {
 		t.Fatal(err)
 	}

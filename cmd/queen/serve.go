@@ -26,6 +26,7 @@ import (
 	"github.com/queen-serverless/queen/core/dispatch"
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/core/prommetrics"
 	"github.com/queen-serverless/queen/core/reaper"
 	"github.com/queen-serverless/queen/core/secrets"
@@ -137,7 +138,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// server commits (docs/subscriptions.md).
 	disp := dispatch.New(dispatch.Config{Store: store, Logger: log, Interval: cfg.ReaperInterval})
 	apiCfg.OnPush = disp.Wake
-	apiCfg.OnSubscription = disp.Changed
+	apiCfg.OnSubscription = func(_ context.Context, s queen.Subscription) { disp.Changed(s) }
 	api := httpapi.New(store, apiCfg)
 	var handler http.Handler = api.Handler(httpapi.AllGroups...)
 	if authn != nil {

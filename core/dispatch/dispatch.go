@@ -260,10 +260,27 @@ func (d *Dispatcher) drainLoop(ctx context.Context, k queen.WaitKey, s queen.Sub
 	}
 }
 
+// Drained is what a Drain did.
+type Drained struct {
+	// Settled is the messages the target settled (completed or failed by
+	// its answer).
+	Settled int
+	// Failed is the deliveries that failed as a whole.
+	Failed int
+	// MaxAge is the age of the oldest record delivered, when it was
+	// delivered (the subscription's iterator age).
+	MaxAge time.Duration
+}
+
+// delivers reports whether the dispatcher delivers sub: it is enabled,
+// and its target is a URL or a function this dispatcher can call.
+func (d *Dispatcher) delivers(sub queen.Subscription) bool {
+	return sub.Enabled && (sub.Target.URL != "" || d.cfg.Lambda != nil)
+}
+
 // Drain delivers sub's backlog until a pop finds nothing or ctx ends, up
 // to MaxConcurrency partitions at a time. With a batch window it first
-// waits that long, so that a batch can fill. It returns how many messages
-// the target settled (completed or failed).
+// waits that long, so that a batch can fill.
 //
 // It works in passes, and ends after a pass that leased nothing: within a
 // pass a worker whose pop finds nothing stops, though another worker may
@@ -273,27 +290,41 @@ func (d *Dispatcher) drainLoop(ctx context.Context, k queen.WaitKey, s queen.Sub
 // stops once it is deleted or paused. After a pass whose deliveries all failed as a whole (the target
 // is down), it waits before the next, twice as long each time up to
 // maxBackoff, so an outage does not spend the messages' attempts at once.
-func (d *Dispatcher) Drain(ctx context.Context, sub queen.Subscription) (int, error) {
+func (d *Dispatcher) Drain(ctx context.Context, sub queen.Subscription) (Drained, error) {
+	return d.DrainUntil(ctx, sub, time.Time{})
+}
+
+// DrainUntil is Drain that takes no new batch after until (zero: no
+// limit): the deliveries in flight then finish, bounded by ctx and their
+// leases, and it returns.
+func (d *Dispatcher) DrainUntil(ctx context.Context, sub queen.Subscription, until time.Time) (Drained, error) {
+	var total Drained
 	if sub.BatchWindowMs > 0 {
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return total, ctx.Err()
 		case <-time.After(time.Duration(sub.BatchWindowMs) * time.Millisecond):
 		}
 	}
-	total, backoff := 0, time.Duration(0)
+	backoff := time.Duration(0)
 	for {
-		p, err := d.pass(ctx, sub)
-		total += p.settled
-		if err != nil || p.batches == 0 || ctx.Err() != nil {
+		p, err := d.pass(ctx, sub, until)
+		total.Settled += p.settled
+		total.Failed += p.failed
+		total.MaxAge = max(total.MaxAge, p.maxAge)
+		if err != nil || p.batches == 0 || ctx.Err() != nil || past(until) {
 			return total, err
 		}
 		if p.failed > 0 && p.settled == 0 {
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			wait := backoff
+			if !until.IsZero() {
+				wait = min(wait, time.Until(until))
+			}
 			select {
 			case <-ctx.Done():
 				return total, nil
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			}
 		} else {
 			backoff = 0
@@ -309,15 +340,21 @@ func (d *Dispatcher) Drain(ctx context.Context, sub queen.Subscription) (int, er
 	}
 }
 
+// past reports whether until is set and has passed.
+func past(until time.Time) bool { return !until.IsZero() && !time.Now().Before(until) }
+
 // The wait after a pass whose deliveries all failed as a whole.
 const (
 	minBackoff = time.Second
 	maxBackoff = time.Minute
 )
 
-// passResult is what a pass did: messages settled, batches leased, and
-// deliveries that failed as a whole.
-type passResult struct{ settled, batches, failed int }
+// passResult is what a pass did: messages settled, batches leased,
+// deliveries that failed as a whole, and the oldest record's age.
+type passResult struct {
+	settled, batches, failed int
+	maxAge                   time.Duration
+}
 
 // passLength is how long a pass's workers take new batches, so that a
 // subscription paused, deleted or changed under steady traffic is seen.
@@ -326,14 +363,17 @@ const passLength = time.Second
 // pass runs up to MaxConcurrency workers that each deliver batches until
 // a pop finds nothing or passLength is over; a delivery that fails as a
 // whole ends the pass (its head is due again at once).
-func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription) (passResult, error) {
+func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription, drainUntil time.Time) (passResult, error) {
+	until := time.Now().Add(passLength)
+	if !drainUntil.IsZero() && drainUntil.Before(until) {
+		until = drainUntil
+	}
 	var (
-		mu    sync.Mutex
-		res   passResult
-		errs  []error
-		wg    sync.WaitGroup
-		until = time.Now().Add(passLength)
-		down  atomic.Bool // a delivery failed as a whole: no new batches this pass
+		mu   sync.Mutex
+		res  passResult
+		errs []error
+		wg   sync.WaitGroup
+		down atomic.Bool // a delivery failed as a whole: no new batches this pass
 	)
 	for range max(1, sub.MaxConcurrency) {
 		wg.Go(func() {
@@ -341,6 +381,7 @@ func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription) (passResu
 				o, err := d.deliverOne(ctx, sub, func() { down.Store(true) })
 				mu.Lock()
 				res.settled += o.settled
+				res.maxAge = max(res.maxAge, o.age)
 				if o.leased {
 					res.batches++
 				}
@@ -363,10 +404,12 @@ func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription) (passResu
 }
 
 // delivery is what deliverOne did: messages settled, whether it leased a
-// batch, and whether the delivery failed as a whole.
+// batch, whether the delivery failed as a whole, and the age of its
+// oldest record when it was sent.
 type delivery struct {
 	settled        int
 	leased, failed bool
+	age            time.Duration
 }
 
 // deliverOne leases one partition's batch for sub's group and delivers it.
@@ -393,6 +436,7 @@ func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, fai
 		deadline = res.LeaseExpiresAt.Add(-leaseMargin)
 	}
 	callCtx, cancel := context.WithDeadline(ctx, deadline)
+	age := max(0, time.Since(res.Messages[0].CreatedAt))
 	answer, callErr := d.call(callCtx, sub.Target, body)
 	cancel()
 	var failed map[int64]bool
@@ -411,7 +455,7 @@ func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, fai
 		if errors.Is(err, queen.ErrConflict) {
 			err = nil // it expired meanwhile: the reaper or a pop counted the attempt
 		}
-		return delivery{leased: true, failed: true}, errors.Join(err, d.record(ctx, sub, 0, callErr.Error()))
+		return delivery{leased: true, failed: true, age: age}, errors.Join(err, d.record(ctx, sub, 0, callErr.Error()))
 	}
 
 	acks := make([]queen.Ack, 0, len(res.Messages))
@@ -429,20 +473,16 @@ func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, fai
 	if _, err := d.cfg.Store.Ack(ctx, acks); err != nil {
 		// The lease ended before the ack (the target took too long): its
 		// expiry counted an attempt, and the batch comes again.
-		return delivery{leased: true}, errors.Join(fmt.Errorf("ack a delivered batch: %w", err),
+		return delivery{leased: true, age: age}, errors.Join(fmt.Errorf("ack a delivered batch: %w", err),
 			d.record(ctx, sub, 0, err.Error()))
 	}
-	return delivery{settled: len(sent), leased: true}, d.record(ctx, sub, len(sent), "")
+	return delivery{settled: len(sent), leased: true, age: age}, d.record(ctx, sub, len(sent), "")
 }
 
 func (d *Dispatcher) record(ctx context.Context, sub queen.Subscription, settled int, why string) error {
 	return d.cfg.Store.RecordDelivery(ctx, queen.Delivery{Queue: sub.Queue, ConsumerGroup: sub.ConsumerGroup,
 		Settled: settled, Error: why})
 }
-
-// maxAnswerBytes bounds what is read of a target's answer (Lambda's
-// synchronous response limit).
-const maxAnswerBytes = 6 << 20
 
 // call sends an event to a target and returns its answer.
 func (d *Dispatcher) call(ctx context.Context, t queen.SubscriptionTarget, body []byte) ([]byte, error) {

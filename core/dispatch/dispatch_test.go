@@ -127,9 +127,9 @@ func TestDrainDeliversEveryMessageInOrder(t *testing.T) {
 	push(t, e.Store, "orders", 5, 9)
 
 	d := dispatch.New(dispatch.Config{Store: e.Store})
-	n, err := d.Drain(context.Background(), sub)
-	if err != nil || n != 45 {
-		t.Fatalf("drain: %d settled, %v; want 45", n, err)
+	dr, err := d.Drain(context.Background(), sub)
+	if err != nil || dr.Settled != 45 {
+		t.Fatalf("drain: %d settled, %v; want 45", dr.Settled, err)
 	}
 	evs := tg.received()
 	for _, ev := range evs {
@@ -240,8 +240,8 @@ func TestEventsFitMaxBatchBytes(t *testing.T) {
 	})
 	push(t, e.Store, "orders", 1, 30)
 	d := dispatch.New(dispatch.Config{Store: e.Store})
-	if n, err := d.Drain(ctx, sub); err != nil || n != 30 {
-		t.Fatalf("drain: %d, %v", n, err)
+	if dr, err := d.Drain(ctx, sub); err != nil || dr.Settled != 30 {
+		t.Fatalf("drain: %d, %v", dr.Settled, err)
 	}
 	evs := tg.received()
 	for _, ev := range evs {

@@ -76,7 +76,7 @@ type Config struct {
 	OnPush func(queue string)
 	// OnSubscription, when set, is told of each subscription created or
 	// changed through the API.
-	OnSubscription func(queen.Subscription)
+	OnSubscription func(context.Context, queen.Subscription)
 }
 
 // Metrics is what the API reports operations to; core/prommetrics

@@ -60,7 +60,7 @@ func (a *API) putSubscription(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if a.cfg.OnSubscription != nil {
-		a.cfg.OnSubscription(s)
+		a.cfg.OnSubscription(r.Context(), s)
 	}
 	writeJSON(w, http.StatusCreated, s)
 	return nil

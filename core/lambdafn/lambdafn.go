@@ -28,8 +28,11 @@ import (
 
 	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/dbconn"
+	"github.com/queen-serverless/queen/core/dispatch"
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
+	"github.com/queen-serverless/queen/core/queen"
+	"github.com/queen-serverless/queen/core/reaper"
 	"github.com/queen-serverless/queen/core/secrets"
 )
 
@@ -42,6 +45,13 @@ type Function struct {
 	// Pool and Store are set by OpenStore.
 	Pool  *pgxpool.Pool
 	Store *pgstore.Store
+	// Queue is the store the function's requests and events use: Store,
+	// whose pushes start dispatcher runs when the deployment has a
+	// dispatch function (Waker is then set too).
+	Queue queen.Store
+	Waker *dispatch.Waker
+	// Lambda calls the Lambda API (the dispatch function's invokes).
+	Lambda *dispatch.LambdaClient
 }
 
 // HTTPHandler handles API Gateway HTTP API (payload format 2.0) events.
@@ -73,6 +83,39 @@ func (f *Function) OpenStore() {
 	f.Pool = pool
 	f.Store = pgstore.New(pool, f.Config.Store(f.Logger,
 		secrets.KeyLoader(f.Config, secrets.SecretsManager(dbconn.LoadDefaultAWSConfig))))
+	f.Queue = f.Store
+	f.Lambda = &dispatch.LambdaClient{Config: dbconn.LoadDefaultAWSConfig}
+	if f.Config.DispatchFunction != "" {
+		f.Waker = &dispatch.Waker{Store: f.Store, Logger: f.Logger,
+			Starter: dispatch.FunctionStarter{Client: f.Lambda, Function: f.Config.DispatchFunction}}
+		f.Queue = dispatch.WakingStore{Store: f.Store, Waker: f.Waker}
+	}
+}
+
+// Subscriptions is what the reaper starts due subscriptions with: nil
+// when the deployment has no dispatch function.
+func (f *Function) Subscriptions() reaper.SubscriptionStarter {
+	if f.Waker == nil {
+		return nil
+	}
+	return f.Waker
+}
+
+// Dispatch returns the dispatch function's handler: runs that deliver
+// subscriptions to URL and function targets, each starting the next when
+// its time is up (QUEEN_DISPATCH_FUNCTION, else this function's own name).
+func (f *Function) Dispatch() *dispatch.Handler {
+	self := f.Config.DispatchFunction
+	if self == "" {
+		self = os.Getenv(config.EnvLambdaFunctionName)
+	}
+	return &dispatch.Handler{
+		Store:      f.Store,
+		Dispatcher: dispatch.New(dispatch.Config{Store: f.Store, Lambda: f.Lambda, Logger: f.Logger}),
+		Starter:    dispatch.FunctionStarter{Client: f.Lambda, Function: self},
+		Logger:     f.Logger,
+		Metrics:    os.Stdout,
+	}
 }
 
 // API returns the HTTP API over the store with the configured limits; the
@@ -80,7 +123,10 @@ func (f *Function) OpenStore() {
 func (f *Function) API() *httpapi.API {
 	cfg := f.Config.API(f.Logger)
 	cfg.Identity = GatewayIdentity
-	return httpapi.New(f.Store, cfg)
+	if f.Waker != nil {
+		cfg.OnSubscription = f.Waker.Changed
+	}
+	return httpapi.New(f.Queue, cfg)
 }
 
 // GatewayIdentity is the caller API Gateway verified for this request: the

@@ -55,15 +55,29 @@ type Report struct {
 	// MaxLagGroup and MaxLagQueue name where MaxGroupLag is.
 	MaxLagGroup string `json:"maxLagGroup,omitempty"`
 	MaxLagQueue string `json:"maxLagQueue,omitempty"`
-	Queues      int64  `json:"queues"`
-	Partitions  int64  `json:"partitions"`
-	DurationMS  int64  `json:"durationMs"`
+	// MaxSubscriptionLag is the largest lag of a group a subscription
+	// delivers; SubscriptionsStarted the runs the pass started for
+	// subscriptions with backlog and no live run.
+	MaxSubscriptionLag   int64 `json:"maxSubscriptionLag"`
+	SubscriptionsStarted int   `json:"subscriptionsStarted"`
+	Queues               int64 `json:"queues"`
+	Partitions           int64 `json:"partitions"`
+	DurationMS           int64 `json:"durationMs"`
+}
+
+// SubscriptionStarter starts dispatcher runs for the subscriptions with
+// backlog and no live run (dispatch.Waker): the safety net of their
+// wake-ups (docs/subscriptions.md §5).
+type SubscriptionStarter interface {
+	StartDue(ctx context.Context) (int, error)
 }
 
 // Handler is the reaper function's Lambda handler.
 type Handler struct {
-	Store  queen.Store
-	Logger *slog.Logger
+	Store queen.Store
+	// Subscriptions, when set, starts due subscriptions after each pass.
+	Subscriptions SubscriptionStarter
+	Logger        *slog.Logger
 	// Metrics receives one Embedded Metric Format line per pass (the
 	// function's stdout, which CloudWatch Logs reads).
 	Metrics io.Writer
@@ -101,6 +115,15 @@ func (h *Handler) Invoke(ctx context.Context, _ json.RawMessage) (Report, error)
 		return Report{}, err
 	}
 	rep := Report{ReapStats: stats}
+	var subs []queen.Subscription
+	if h.Subscriptions != nil {
+		if rep.SubscriptionsStarted, err = h.Subscriptions.StartDue(ctx); err != nil {
+			h.Logger.ErrorContext(ctx, "start due subscriptions", "err", err)
+		}
+		if subs, err = h.Store.Subscriptions(ctx); err != nil {
+			h.Logger.ErrorContext(ctx, "list subscriptions", "err", err)
+		}
+	}
 	gauges, err := h.Store.Stats(ctx)
 	if err != nil {
 		// The pass itself succeeded; only the gauges are missing.
@@ -108,6 +131,11 @@ func (h *Handler) Invoke(ctx context.Context, _ json.RawMessage) (Report, error)
 		return rep, err
 	}
 	rep.addGauges(gauges)
+	for _, s := range subs {
+		if s.Enabled {
+			rep.MaxSubscriptionLag = max(rep.MaxSubscriptionLag, gauges.Lag[s.ConsumerGroup+queen.LagKeySeparator+s.Queue])
+		}
+	}
 	rep.DurationMS = time.Since(start).Milliseconds()
 	if rep.Behind {
 		h.Logger.WarnContext(ctx, "reaper pass ran out of time with work left", "report", rep)
@@ -139,35 +167,45 @@ func (r *Report) addGauges(st queen.Stats) {
 // Namespace, without dimensions (the series the alarms use), DLQDepth,
 // MaxGroupLag, ReaperBehind and the backlogs, plus what the pass did.
 func WriteEMF(w io.Writer, now time.Time, r Report) error {
-	type metric struct {
-		Name string `json:"Name"`
-		Unit string `json:"Unit"`
-	}
 	var behind int64
 	if r.Behind {
 		behind = 1
 	}
-	values := []struct {
-		name  string
-		value int64
-	}{
-		{MetricDLQDepth, r.DLQDepth},
-		{MetricMaxGroupLag, r.MaxGroupLag},
-		{"LeasesExpired", int64(r.LeasesExpired)},
-		{"DeadLettered", int64(r.DeadLettered)},
-		{"DedupPruned", int64(r.DedupPruned)},
-		{"SegmentsRetained", int64(r.SegmentsRetained + r.SegmentsCompleted)},
-		{"ReaperBatches", int64(r.Batches)},
-		{MetricBehind, behind},
-		{MetricBacklogLeases, r.Backlog.Leases},
-		{MetricBacklogDedup, r.Backlog.Dedup},
-		{MetricBacklogRetention, r.Backlog.Retention},
+	return EMF(w, now, []Metric{
+		{MetricDLQDepth, "Count", r.DLQDepth},
+		{MetricMaxGroupLag, "Count", r.MaxGroupLag},
+		{MetricMaxSubscriptionLag, "Count", r.MaxSubscriptionLag},
+		{MetricSubscriptionsStarted, "Count", int64(r.SubscriptionsStarted)},
+		{"LeasesExpired", "Count", int64(r.LeasesExpired)},
+		{"DeadLettered", "Count", int64(r.DeadLettered)},
+		{"DedupPruned", "Count", int64(r.DedupPruned)},
+		{"SegmentsRetained", "Count", int64(r.SegmentsRetained + r.SegmentsCompleted)},
+		{"ReaperBatches", "Count", int64(r.Batches)},
+		{MetricBehind, "Count", behind},
+		{MetricBacklogLeases, "Count", r.Backlog.Leases},
+		{MetricBacklogDedup, "Count", r.Backlog.Dedup},
+		{MetricBacklogRetention, "Count", r.Backlog.Retention},
+	})
+}
+
+// Metric is one value of an Embedded Metric Format line.
+type Metric struct {
+	Name, Unit string
+	Value      int64
+}
+
+// EMF writes one CloudWatch Embedded Metric Format line of values in
+// namespace Namespace, without dimensions.
+func EMF(w io.Writer, now time.Time, values []Metric) error {
+	type metric struct {
+		Name string `json:"Name"`
+		Unit string `json:"Unit"`
 	}
 	line := map[string]any{}
 	metrics := make([]metric, 0, len(values))
 	for _, v := range values {
-		metrics = append(metrics, metric{Name: v.name, Unit: "Count"})
-		line[v.name] = v.value
+		metrics = append(metrics, metric{Name: v.Name, Unit: v.Unit})
+		line[v.Name] = v.Value
 	}
 	line["_aws"] = map[string]any{
 		"Timestamp": now.UnixMilli(),

@@ -13,7 +13,7 @@ import (
 func main() {
 	fn := lambdafn.Init("push")
 	fn.OpenStore()
-	h := ingest.New(fn.Store, ingest.HTTPHandler(fn.HTTP(httpapi.GroupPush, httpapi.GroupHealth)), ingest.Config{
+	h := ingest.New(fn.Queue, ingest.HTTPHandler(fn.HTTP(httpapi.GroupPush, httpapi.GroupHealth)), ingest.Config{
 		DefaultQueue:     fn.Config.DefaultQueue,
 		DefaultPartition: fn.Config.DefaultPartition,
 		PartitionField:   fn.Config.EventPartitionField,

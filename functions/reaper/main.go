@@ -1,7 +1,8 @@
 // Command reaper is the Lambda function an EventBridge schedule invokes
 // every minute: one bounded maintenance pass per event (expire leases and
-// count the attempt, prune dedup keys, apply retention), logged, with the
-// DLQDepth and MaxGroupLag gauges as CloudWatch Embedded Metric Format.
+// count the attempt, prune dedup keys, apply retention, start the
+// subscriptions with backlog and no live run), logged, with its gauges as
+// CloudWatch Embedded Metric Format.
 package main
 
 import (
@@ -14,6 +15,6 @@ import (
 func main() {
 	fn := lambdafn.Init("reaper")
 	fn.OpenStore()
-	h := &reaper.Handler{Store: fn.Store, Logger: fn.Logger, Metrics: os.Stdout}
+	h := &reaper.Handler{Store: fn.Store, Subscriptions: fn.Subscriptions(), Logger: fn.Logger, Metrics: os.Stdout}
 	fn.Start(lambdafn.Bounded(h.Invoke))
 }

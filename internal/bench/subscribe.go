@@ -103,10 +103,11 @@ func (r *runner) subscribe(ctx context.Context) error {
 		}
 		arrived.Store(0)
 		start := time.Now()
-		n, err := dispatch.New(dispatch.Config{Store: r.store}).Drain(ctx, sub)
+		dr, err := dispatch.New(dispatch.Config{Store: r.store}).Drain(ctx, sub)
 		if err != nil {
 			return err
 		}
+		n := dr.Settled
 		secs := time.Since(start).Seconds()
 		r.add(Result{Name: "SUB", Via: "core", What: fmt.Sprintf("delivered at batch %d, %d partitions", batch, r.cfg.Partitions),
 			Ops: arrived.Load(), Rows: int64(n), Seconds: secs, Rate: float64(n) / secs, Unit: "msg/s"})
