@@ -51,10 +51,16 @@ func TestFunctions(t *testing.T) {
 	run("reaper", testReaper)
 	run("migrate", testMigrate)
 	run("testtarget", testFunctionTarget)
+	t.Run("dispatch", func(t *testing.T) {
+		t.Parallel()
+		testDispatch(t, func(name string, env ...string) *emulator {
+			return startEmulator(t, rie, filepath.Join(dir, name), env...)
+		})
+	})
 }
 
 // functionNames are the directories of functions/, one bootstrap each.
-var functionNames = []string{"push", "pop", "ack", "dlq", "admin", "reaper", "migrate"}
+var functionNames = []string{"push", "pop", "ack", "dlq", "admin", "reaper", "dispatch", "migrate"}
 
 // maxBootstrapBytes is the limit on each bootstrap (docs/benchmarks.md,
 // Lambda limits).
