@@ -20,7 +20,8 @@ if [ "${1:-}" = deploy ]; then
 	for arg in "$@"; do
 		case "$arg" in assetsDir=*) echo "cdk.sh: deploy uses ../build/lambda; drop $arg" >&2; exit 2 ;; esac
 	done
-	for fn in push pop ack dlq admin reaper migrate; do
+	# dispatch too: make build builds it, and a stack with subscriptionTargets deploys it.
+	for fn in push pop ack dlq admin reaper migrate dispatch; do
 		bin=../build/lambda/$fn/bootstrap
 		if [ ! -f "$bin" ] || [ "$(head -c 4 "$bin" | od -An -c | tr -d ' ')" != '177ELF' ]; then
 			echo "cdk.sh: $bin is missing or not a Linux binary: run 'make build' first" >&2

@@ -13,7 +13,8 @@ cd "$(dirname "$0")"
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="${JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION:-20}"
 export CDK_DISABLE_VERSION_CHECK=1 CDK_DISABLE_CLI_TELEMETRY=true
 
-functions=(push pop ack dlq admin reaper migrate)
+# Every function make build builds; dispatch is deployed only with subscriptionTargets.
+functions=(push pop ack dlq admin reaper migrate dispatch)
 assets=../build/lambda
 missing=0
 for fn in "${functions[@]}"; do

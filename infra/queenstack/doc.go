@@ -20,10 +20,17 @@
 // encryptionEnabled are sealed in the functions with a key ring kept in a second secret,
 // which push, pop, ack, dlq and admin read at run time (never through the environment).
 //
+// With SubscriptionTargets declared, a dispatch function delivers subscriptions
+// (docs/subscriptions.md): push, ack, dlq, admin and the reaper start it with an
+// asynchronous invoke, it invokes the declared target functions synchronously, and it
+// hands over to its next run by invoking itself; the functions reach the Lambda API
+// through an interface endpoint. Without targets none of it exists.
+//
 // What the stack records about itself (every log group, the database's exported logs,
 // Performance Insights, the alarm topic) is encrypted with its own KMS key.
 //
 // The VPC has isolated subnets only (no NAT, no internet gateway). Security groups allow
-// functions → proxy → database on 5432, migrate → database on 5432, and migrate and the
-// functions → the Secrets Manager interface endpoint on 443, and nothing else.
+// functions → proxy → database on 5432, migrate → database on 5432, migrate and the
+// functions → the Secrets Manager interface endpoint on 443, with subscriptions the
+// functions → the Lambda interface endpoint on 443, and nothing else.
 package queenstack

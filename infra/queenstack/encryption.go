@@ -8,10 +8,11 @@ import (
 
 // PayloadFunctions are the functions that seal or open message payloads of queues with
 // encryptionEnabled: push writes them, pop returns them, ack writes them (a transaction
-// pushes), dlq returns and re-enqueues them, admin browses them. Each one gets
+// pushes), dlq returns and re-enqueues them, admin browses them, dispatch (when the
+// stack has it) delivers them to subscription targets. Each one gets
 // EnvEncryptionKeySecretARN and GetSecretValue on the key secret; the reaper and migrate
 // never see a payload and get neither.
-var PayloadFunctions = []string{"push", "pop", "ack", "dlq", "admin"}
+var PayloadFunctions = []string{"push", "pop", "ack", "dlq", "admin", DispatchFunction}
 
 // Payload key generation: 64 characters from 0-9a-f, i.e. a bare AES-256 key in hex,
 // which the key ring reads as its only key, id "k1". Secrets Manager draws from lower-

@@ -10,7 +10,7 @@ import (
 
 // wantKeyReaders are the functions that seal or open payloads of encrypted queues,
 // written out independently of PayloadFunctions so that a wrong entry there fails here.
-var wantKeyReaders = []string{"push", "pop", "ack", "dlq", "admin"}
+var wantKeyReaders = []string{"push", "pop", "ack", "dlq", "admin", "dispatch"}
 
 // disposable is the DESTROY variant, synthesized only for the key's removal policy.
 var disposable = &variant{props: func() Props {

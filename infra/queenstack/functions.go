@@ -40,6 +40,10 @@ const (
 	// encrypted queue needs it. Locally the ring itself comes from
 	// QUEEN_ENCRYPTION_KEY, which no function here ever gets.
 	EnvEncryptionKeySecretARN = config.EnvEncryptionKeySecret
+
+	// EnvDispatchFunction names the dispatch function to the functions that start it
+	// (DispatchStarters) and to itself (subscriptions.go).
+	EnvDispatchFunction = config.EnvDispatchFunction
 )
 
 var functionDescriptions = map[string]string{
@@ -50,9 +54,11 @@ var functionDescriptions = map[string]string{
 	"admin":   "Queen admin: configure, queues, consumer groups, browse, health",
 	"reaper":  "Queen reaper: one bounded maintenance pass per schedule tick",
 	"migrate": "Queen migrate: applies schema migrations at deploy time (custom resource)",
+
+	DispatchFunction: "Queen dispatch: delivers subscriptions to their target functions",
 }
 
-// newFunctions defines every function from its `make build` asset: arm64,
+// newFunctions defines every function of p.Functions() from its `make build` asset: arm64,
 // provided.al2023, handler bootstrap, in the function subnets, with its own log group
 // (encrypted with logKey).
 // All but migrate log in to the proxy as the application user with an IAM token;
@@ -77,10 +83,11 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 		"push": p.FunctionTimeoutSec, "pop": p.PopTimeoutSec, "ack": p.FunctionTimeoutSec,
 		"dlq": p.FunctionTimeoutSec, "admin": p.FunctionTimeoutSec,
 		"reaper": p.ReaperTimeoutSec, "migrate": p.MigrateTimeoutSec,
+		DispatchFunction: DispatchTimeoutSec,
 	}
 
-	fns := make(map[string]awslambda.Function, len(FunctionNames))
-	for _, name := range FunctionNames {
+	fns := make(map[string]awslambda.Function, len(p.Functions()))
+	for _, name := range p.Functions() {
 		env := make(map[string]string, len(common)+4)
 		for k, v := range common {
 			env[k] = v
@@ -107,6 +114,10 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 			// below provides (tls.go).
 			env[EnvPGSSLRootCert] = RDSCABundlePath
 			sg = n.MigrateSG
+		case DispatchFunction:
+			// It starts its own next run when its time runs out: its own name, as
+			// the functions that start it get it (subscriptions.go).
+			env[EnvDispatchFunction] = dispatchFunctionName(s)
 		}
 		fns[name] = newFunction(s, p, n, name, timeouts[name], sg, env, logKey)
 		if name == "migrate" {
@@ -117,7 +128,7 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 		}
 	}
 
-	for _, name := range FunctionNames {
+	for _, name := range p.Functions() {
 		if name != "migrate" {
 			proxy.GrantConnect(fns[name], jsii.String(p.AppUser))
 		}
@@ -129,7 +140,10 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 	}))
 	// PayloadFunctions may read the payload key, and only GetSecretValue on that one
 	// secret (DescribeSecret, which GrantRead would add, is not needed).
-	for _, name := range PayloadFunctions {
+	for _, name := range p.Functions() {
+		if !slices.Contains(PayloadFunctions, name) {
+			continue
+		}
 		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
 			Resources: jsii.Strings(*key.SecretArn()),
@@ -145,7 +159,7 @@ func newFunction(s awscdk.Stack, p Props, n *Network, name string, timeoutSec fl
 	for k, v := range env {
 		envp[k] = jsii.String(v)
 	}
-	return awslambda.NewFunction(s, jsii.String(id+"Function"), &awslambda.FunctionProps{
+	fp := &awslambda.FunctionProps{
 		Description:    jsii.String(functionDescriptions[name]),
 		Runtime:        awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture:   awslambda.Architecture_ARM_64(),
@@ -158,5 +172,9 @@ func newFunction(s awscdk.Stack, p Props, n *Network, name string, timeoutSec fl
 		VpcSubnets:     n.FunctionSubnets,
 		SecurityGroups: &[]awsec2.ISecurityGroup{sg},
 		LogGroup:       logs,
-	})
+	}
+	if name == DispatchFunction {
+		dispatchFunctionProps(s, fp)
+	}
+	return awslambda.NewFunction(s, jsii.String(id+"Function"), fp)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 }
 
 func writePlaceholderAssets(dir string) error {
-	for _, name := range FunctionNames {
+	for _, name := range append(slices.Clip(FunctionNames), DispatchFunction) {
 		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
 			return err
 		}
@@ -131,7 +132,17 @@ var (
 		p.AssetsDir, p.MigrationNonce = assetsDir, "nonce-1"
 		return p
 	}}
-	variants = map[string]*variant{"defaults": defaults, "custom": custom, "production": production}
+	// subscriptions: the defaults with subscription targets of each form (a name, a
+	// name with its alias, a qualified ARN of another account, an unqualified one)
+	// and a dispatcher reservation.
+	subscriptions = &variant{props: func() Props {
+		return Props{
+			AssetsDir: assetsDir, MigrationNonce: "nonce-1",
+			SubscriptionTargets:         testSubscriptionTargets,
+			DispatchReservedConcurrency: 5,
+		}
+	}}
+	variants = map[string]*variant{"defaults": defaults, "custom": custom, "production": production, "subscriptions": subscriptions}
 )
 
 // synth builds the stack in an app carrying the feature flags of cdk.json, so the

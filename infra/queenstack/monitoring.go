@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/queen-serverless/queen/core/dispatch"
 	"github.com/queen-serverless/queen/core/reaper"
 )
 
@@ -27,6 +28,16 @@ const (
 	MetricBacklogLeases    = reaper.MetricBacklogLeases
 	MetricBacklogDedup     = reaper.MetricBacklogDedup
 	MetricBacklogRetention = reaper.MetricBacklogRetention
+	// MetricMaxSubscriptionLag is the largest lag of a group a subscription
+	// delivers, from the reaper's pass.
+	MetricMaxSubscriptionLag = reaper.MetricMaxSubscriptionLag
+	// The dispatcher's metrics (core/dispatch), written by each run in the same
+	// namespace without dimensions: the age in ms of the oldest record it
+	// delivered, the records its targets settled, its deliveries that failed as a
+	// whole.
+	MetricSubscriptionIteratorAge    = dispatch.MetricIteratorAge
+	MetricSubscriptionSettled        = dispatch.MetricSettled
+	MetricSubscriptionDeliveryErrors = dispatch.MetricDeliveryErrors
 	// MetricProxyPinned is the RDS Proxy metric of sessions pinned to one connection.
 	MetricProxyPinned = "DatabaseConnectionsCurrentlySessionPinned"
 	// MetricProxyBorrowLatency is the RDS Proxy's time to borrow a connection, in µs.
@@ -39,8 +50,9 @@ const (
 // 30 ($0.10 each a month) rather than a count that goes stale.
 const MaxAlarms = 30
 
-// servingFunctions are every function but migrate: they wait for the migration, and
-// their errors and throttles raise alarms (a failed migrate fails the deploy instead).
+// servingFunctions are the functions every stack has but migrate: their errors and
+// throttles raise alarms (a failed migrate fails the deploy instead; the dispatcher,
+// when there is one, has alarms of its own).
 var servingFunctions = []string{"push", "pop", "ack", "dlq", "admin", "reaper"}
 
 // newMonitoring defines the alarm topic, the alarms and the dashboard.
@@ -169,6 +181,20 @@ func newMonitoring(s awscdk.Stack, p Props, st *Stack) (awssns.Topic, []awscloud
 	maxOf := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five}
 	alarm("PushFailedEventsAlarm", "SNS/EventBridge events push could not store after Lambda's retries sit in the push failed-events queue",
 		st.PushFailedEvents.MetricApproximateNumberOfMessagesVisible(maxOf), rule{threshold: 0, periods: 1})
+	if d := st.Functions[DispatchFunction]; d != nil {
+		// The reaper publishes the subscription lag on every pass; missing data (no
+		// subscription yet, or a stopped reaper, which the DLQ and lag alarms catch)
+		// does not breach. The iterator age has data only while runs deliver.
+		alarm("SubscriptionLagAlarm", fmt.Sprintf("A consumer group a subscription delivers lags more than %v messages for 15 minutes: the dispatcher cannot keep up, or its target keeps failing", p.SubscriptionLagThreshold),
+			queen(MetricMaxSubscriptionLag), rule{threshold: p.SubscriptionLagThreshold, periods: 3})
+		alarm("SubscriptionIteratorAgeAlarm", fmt.Sprintf("Dispatch runs delivered records older than %v s for 15 minutes: subscriptions are behind their pushes", p.SubscriptionIteratorAgeSecThreshold),
+			queen(MetricSubscriptionIteratorAge), rule{threshold: p.SubscriptionIteratorAgeSecThreshold * 1000, periods: 3}) // the metric is in ms
+		// No throttles alarm: with a reservation, wakes beyond it are throttled by
+		// design and wait in Lambda's queue; a dispatcher that falls behind for any
+		// reason raises the two alarms above.
+		alarm("DispatchErrorsAlarm", "Queen dispatch function errors (crashed or timed-out runs; failed deliveries are the target's and count in SubscriptionDeliveryErrors)",
+			d.MetricErrors(sum), rule{threshold: p.FunctionErrorsThreshold, periods: 1})
+	}
 	if st.IngestDLQ != nil {
 		alarm("IngestDeadLetterAlarm", "SQS ingest messages could not be pushed and sit in the ingest DLQ",
 			st.IngestDLQ.MetricApproximateNumberOfMessagesVisible(maxOf), rule{threshold: 0, periods: 1})
@@ -196,7 +222,7 @@ func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDe
 	label := func(name string) *awscloudwatch.MetricOptions {
 		return &awscloudwatch.MetricOptions{Label: jsii.String(name), Statistic: jsii.String("Sum")}
 	}
-	reaperMetric := func(name, label string) awscloudwatch.IMetric {
+	queenMax := func(name, label string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(name),
 			Statistic: jsii.String("Maximum"), Label: jsii.String(label),
@@ -234,9 +260,9 @@ func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDe
 		},
 		{
 			// What each reaper pass left due, per kind (0 once it caught up).
-			graph("Reaper backlog (rows left due)", reaperMetric(MetricBacklogLeases, "leases"),
-				reaperMetric(MetricBacklogDedup, "dedup keys"), reaperMetric(MetricBacklogRetention, "retention")),
-			graph("Reaper behind (1: a pass ran out of time)", reaperMetric(MetricReaperBehind, "behind")),
+			graph("Reaper backlog (rows left due)", queenMax(MetricBacklogLeases, "leases"),
+				queenMax(MetricBacklogDedup, "dedup keys"), queenMax(MetricBacklogRetention, "retention")),
+			graph("Reaper behind (1: a pass ran out of time)", queenMax(MetricReaperBehind, "behind")),
 			graph("Reaper duration p99 (ms)", st.Functions["reaper"].MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99")})),
 		},
 		{
@@ -254,6 +280,23 @@ func newDashboard(s awscdk.Stack, st *Stack, alarms []awscloudwatch.Alarm, dlqDe
 	rows = append(rows, []awscloudwatch.IWidget{
 		graph("Failed async push events visible", st.PushFailedEvents.MetricApproximateNumberOfMessagesVisible(nil)),
 	})
+	if d := st.Functions[DispatchFunction]; d != nil {
+		queenSum := func(name, label string) awscloudwatch.IMetric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(name),
+				Statistic: jsii.String("Sum"), Label: jsii.String(label),
+			})
+		}
+		rows = append(rows, []awscloudwatch.IWidget{
+			graph("Max subscription lag", queenMax(MetricMaxSubscriptionLag, "lag")),
+			graph("Subscription iterator age (ms)", queenMax(MetricSubscriptionIteratorAge, "oldest record delivered")),
+			graph("Subscription records", queenSum(MetricSubscriptionSettled, "settled"), queenSum(MetricSubscriptionDeliveryErrors, "failed deliveries")),
+		}, []awscloudwatch.IWidget{
+			graph("Dispatch runs", d.MetricInvocations(label("invocations")), d.MetricErrors(label("errors")), d.MetricThrottles(label("throttles"))),
+			graph("Dispatch duration p99 (ms)", d.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99")})),
+			graph("Failed dispatch runs visible", st.DispatchFailedRuns.MetricApproximateNumberOfMessagesVisible(nil)),
+		})
+	}
 	if st.IngestQueue != nil {
 		rows = append(rows, []awscloudwatch.IWidget{
 			graph("Ingest queue visible", st.IngestQueue.MetricApproximateNumberOfMessagesVisible(nil)),

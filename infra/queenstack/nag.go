@@ -54,7 +54,7 @@ const (
 // once the stack is complete.
 func suppressNagFindings(st *Stack) {
 	p := st.Props
-	for _, name := range FunctionNames {
+	for _, name := range p.Functions() {
 		fn := st.Functions[name]
 		suppress(fn, "AwsSolutions-IAM4",
 			"AWS-managed execution policies of a function in a VPC: CloudWatch Logs writes and the ENI "+
@@ -97,6 +97,16 @@ func suppressNagFindings(st *Stack) {
 	suppress(provider, "Serverless-LambdaDLQ", frameworkReason+"synchronously: a failure fails the deploy, which CloudFormation reports.")
 	suppress(provider, "Serverless-LambdaDefaultMemorySize", frameworkReason+"128 MB is plenty for relaying one event.")
 
+	if st.DispatchFailedRuns != nil {
+		// The dispatcher's asynchronous invocations are compliant with
+		// Serverless-LambdaAsyncFailureDestination: this queue is their destination.
+		failedRunsReason := "This queue is the on-failure destination of the dispatcher's asynchronous " +
+			"invocations, the end of the line: a record tells which run failed and why (14 days), for a " +
+			"look. Nothing in it needs replaying: the reaper's next pass wakes the subscription again."
+		suppress(st.DispatchFailedRuns, "AwsSolutions-SQS3", failedRunsReason)
+		suppress(st.DispatchFailedRuns, "Serverless-SQSRedrivePolicy", failedRunsReason)
+	}
+
 	if st.IngestQueue != nil {
 		mapping := st.Stack.Node().FindChild(jsii.String("IngestMapping"))
 		suppress(mapping, "Serverless-LambdaEventSourceMappingDestination",
@@ -129,9 +139,9 @@ func suppressNagFindings(st *Stack) {
 	}
 }
 
-// lambdaDLQReason is why each function has no dead-letter queue: push keeps its
-// failed asynchronous events in an on-failure destination instead, and no other
-// function is invoked asynchronously with an event worth keeping.
+// lambdaDLQReason is why each function has no dead-letter queue: push and dispatch
+// keep their failed asynchronous invocations in an on-failure destination instead,
+// and no other function is invoked asynchronously with an event worth keeping.
 var lambdaDLQReason = map[string]string{
 	"push": "Invoked synchronously by API Gateway (the caller gets the error) and by the SQS mapping " +
 		"(failed messages go to the ingest queue's own DLQ), and asynchronously by SNS and EventBridge: " +
@@ -145,4 +155,8 @@ var lambdaDLQReason = map[string]string{
 	"reaper": "Invoked asynchronously by its schedule, but a failed pass is not worth keeping: the next " +
 		"tick repeats the same bounded work (RetryAttempts 0, events expire after one period).",
 	"migrate": "Invoked synchronously by the custom resource provider: a failure fails the deploy.",
+	DispatchFunction: "Invoked asynchronously (woken by pushes and the reaper, and by itself), with the " +
+		"on-failure destination DispatchFailedRunsQueue, which AWS recommends over a DLQ as it also " +
+		"records the error; a DLQ beside it would receive every failed run a second time. A failed run " +
+		"is not retried: the reaper's next pass wakes every subscription with backlog and no live lease.",
 }

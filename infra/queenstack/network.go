@@ -72,5 +72,22 @@ func newNetwork(s awscdk.Stack, p Props, logKey awskms.IKey) *Network {
 		Open:              jsii.Bool(false),
 		PrivateDnsEnabled: jsii.Bool(true),
 	})
+
+	// With subscriptions the functions call the Lambda API: the starters invoke the
+	// dispatcher, the dispatcher its targets and itself (subscriptions.go). Private
+	// DNS sends the SDK's regional endpoint here. The rule admits the functions'
+	// group, so pop, which shares it, reaches the endpoint too; its role may invoke
+	// nothing.
+	if p.Subscriptions() {
+		n.LambdaEndpointSG = sg("LambdaEndpointSecurityGroup", "Lambda endpoint: in from the functions")
+		n.LambdaEndpointSG.Connections().AllowFrom(n.FunctionsSG, https, jsii.String("functions to the Lambda API (subscriptions)"))
+		n.LambdaEndpoint = vpc.AddInterfaceEndpoint(jsii.String("LambdaEndpoint"), &awsec2.InterfaceVpcEndpointOptions{
+			Service:           awsec2.InterfaceVpcEndpointAwsService_LAMBDA(),
+			Subnets:           n.FunctionSubnets,
+			SecurityGroups:    &[]awsec2.ISecurityGroup{n.LambdaEndpointSG},
+			Open:              jsii.Bool(false),
+			PrivateDnsEnabled: jsii.Bool(true),
+		})
+	}
 	return n
 }

@@ -26,9 +26,14 @@ const (
 	AuthorizerJWT Authorizer = "jwt"
 )
 
-// FunctionNames lists the Lambda functions of the stack, in a fixed order. Each one is
-// built by `make build` as <AssetsDir>/<name>/bootstrap.
+// FunctionNames lists the Lambda functions every stack has, in a fixed order. Each one
+// is built by `make build` as <AssetsDir>/<name>/bootstrap.
 var FunctionNames = []string{"push", "pop", "ack", "dlq", "admin", "reaper", "migrate"}
+
+// DispatchFunction is the function that delivers subscriptions (docs/subscriptions.md),
+// built by `make build` as <AssetsDir>/dispatch/bootstrap. A stack has it only when it
+// declares SubscriptionTargets (Props.Functions lists what a stack has).
+const DispatchFunction = "dispatch"
 
 // Documented defaults. Zero values in Props are replaced by these in WithDefaults.
 const (
@@ -89,6 +94,19 @@ const (
 	DefaultDLQReservedConcurrency    = Unreserved
 	DefaultAdminReservedConcurrency  = Unreserved
 	DefaultReaperReservedConcurrency = Unreserved
+	// DefaultDispatchReservedConcurrency: the dispatcher too reserves nothing unless
+	// asked to (see Props.DispatchReservedConcurrency).
+	DefaultDispatchReservedConcurrency = Unreserved
+	// DispatchTimeoutSec is the dispatch function's timeout, Lambda's longest. A run
+	// delivers one subscription, taking new batches until its deadline less a
+	// margin (core/dispatch), then starts the next run by invoking itself. A call
+	// still in flight when the invocation ends is cut off, its batch delivered again
+	// once its lease expires (a call is bounded by the queue's lease, not by the
+	// run), so the longer a run, the rarer such cut-offs and the handovers (each an
+	// invoke and a fresh read of the subscription): one per 15 minutes of steady
+	// backlog at most. It costs nothing while idle: a run is billed for what it
+	// uses, and it ends as soon as it has caught up.
+	DispatchTimeoutSec = 900
 	// LambdaMinUnreservedConcurrency is what Lambda keeps unreserved in every
 	// account: it refuses a reservation that would leave less.
 	LambdaMinUnreservedConcurrency         = 100
@@ -101,7 +119,12 @@ const (
 	DefaultProxyClientConnectionsThreshold = 1000
 	DefaultAPI5xxThreshold                 = 10
 	DefaultIngestMessageAgeSecThreshold    = 600
-	DefaultDBPort                          = config.DefaultDBPort
+	DefaultSubscriptionLagThreshold        = 10000
+	// DefaultSubscriptionIteratorAgeSecThreshold is five minutes: a first delivery
+	// that late means the dispatcher is behind (a retried record is older by its
+	// retryDelay, so queues with long retry delays may want more).
+	DefaultSubscriptionIteratorAgeSecThreshold = 300
+	DefaultDBPort                              = config.DefaultDBPort
 	// MaxMigrateTimeoutSec is the longest migrate may run: CDK's provider framework
 	// function, which invokes it synchronously, has a timeout of 900 s, and keeps a
 	// minute to report the outcome.
@@ -127,7 +150,7 @@ const (
 // Props configures the Queen stack. The zero value is valid: WithDefaults fills every
 // unset field with the Default* constant of the same name.
 type Props struct {
-	// AssetsDir holds <function>/bootstrap for every name in FunctionNames, relative to
+	// AssetsDir holds <function>/bootstrap for every name in Functions(), relative to
 	// the working directory of the synth (infra/). Default DefaultAssetsDir.
 	AssetsDir string
 
@@ -256,6 +279,21 @@ type Props struct {
 	DLQReservedConcurrency    float64
 	AdminReservedConcurrency  float64
 	ReaperReservedConcurrency float64
+	// DispatchReservedConcurrency caps the dispatch function's runs (with
+	// SubscriptionTargets only; set without them it is an error). Default
+	// Unreserved, by the rule above: a first deploy with subscriptions succeeds in
+	// a new account too. A reservation needs the quota above (the sum of the
+	// reservations plus 100, e.g. 111 for a dispatcher reservation of 11 alone).
+	// Why reserve: a run delivers one subscription, so as many run at once as
+	// subscriptions have something due; each holds a container while it waits on
+	// its target, and each synchronous call one of the target's, so many busy
+	// subscriptions could otherwise take the concurrency push and ack need. Wakes
+	// beyond the cap wait in Lambda's asynchronous queue (up to six hours, retried
+	// as capacity frees) instead of failing. Each run is one client of the RDS
+	// Proxy (a pool of one connection), borrowing a database connection only for
+	// its statements, so the cap must stay below ProxyClientConnectionsThreshold:
+	// the dispatcher alone must not raise that alarm.
+	DispatchReservedConcurrency float64
 
 	// Authorizer for every route. Default AuthorizerIAM.
 	Authorizer Authorizer
@@ -279,6 +317,21 @@ type Props struct {
 	// periods in a row. Default 5; with ReaperRateMinutes at most 1,440 minutes
 	// together (CloudWatch's limit on an alarm's window).
 	ReaperBehindPasses float64
+
+	// SubscriptionTargets are the functions subscriptions may deliver to: names,
+	// function ARNs or qualified (version or alias) ARNs, as a subscription's
+	// target names them. Declaring any adds the dispatch function, which may
+	// lambda:InvokeFunction on exactly these (a name becomes the function's ARN in
+	// the stack's account and Region, name:qualifier likewise with its qualifier;
+	// an ARN is taken as given), a Lambda interface endpoint for the functions, and
+	// the subscription alarms (subscriptions.go). None (the default) adds nothing.
+	// The grant follows IAM's rule for Lambda ARNs: an unqualified ARN covers
+	// unqualified invokes only, a qualified one that version or alias only, so a
+	// subscription must name its target in the form declared here. A target in
+	// another account must also allow the dispatch role (output DispatchRoleArn) in
+	// its resource policy; it must be in the stack's Region, whose Lambda API is the
+	// only one the functions reach.
+	SubscriptionTargets []string
 
 	// IngestQueue adds an SQS queue (with its own DLQ) feeding the push function.
 	// nil means DefaultIngestQueue.
@@ -362,6 +415,14 @@ type Props struct {
 	// IngestMessageAgeSecThreshold: alarm when the oldest ingest message is older, in
 	// seconds (push is failing or cannot keep up). Default 600.
 	IngestMessageAgeSecThreshold float64
+	// SubscriptionLagThreshold: alarm when the largest lag of a consumer group that
+	// a subscription delivers (QueenServerless/MaxSubscriptionLag, from the reaper)
+	// exceeds it for 15 minutes. Default 10000.
+	SubscriptionLagThreshold float64
+	// SubscriptionIteratorAgeSecThreshold: alarm when the oldest record a dispatch
+	// run delivered (QueenServerless/SubscriptionIteratorAge) was older than this,
+	// in seconds, when it was delivered, for 15 minutes. Default 300.
+	SubscriptionIteratorAgeSecThreshold float64
 	// AlarmEmail, when set, subscribes this address to the alarm topic.
 	AlarmEmail string
 

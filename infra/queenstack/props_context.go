@@ -108,13 +108,25 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 		p.Authorizer = Authorizer(strings.ToLower(s))
 	}
 	str("jwtIssuer", &p.JWTIssuer)
-	if s, ok := get("jwtAudience"); ok {
-		for _, a := range strings.Split(s, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				p.JWTAudience = append(p.JWTAudience, a)
+	// list reads a comma-separated string (-c), or a JSON array of strings (cdk.json).
+	list := func(key string, dst *[]string) {
+		if arr, ok := lookup(key).([]any); ok {
+			for _, a := range arr {
+				if a := strings.TrimSpace(fmt.Sprint(a)); a != "" {
+					*dst = append(*dst, a)
+				}
+			}
+			return
+		}
+		if s, ok := get(key); ok {
+			for _, a := range strings.Split(s, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					*dst = append(*dst, a)
+				}
 			}
 		}
 	}
+	list("jwtAudience", &p.JWTAudience)
 	num("throttleRateLimit", &p.ThrottleRateLimit)
 	num("throttleBurstLimit", &p.ThrottleBurstLimit)
 	num("reaperRateMinutes", &p.ReaperRateMinutes)
@@ -128,6 +140,8 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("dlqReservedConcurrency", &p.DLQReservedConcurrency)
 	num("adminReservedConcurrency", &p.AdminReservedConcurrency)
 	num("reaperReservedConcurrency", &p.ReaperReservedConcurrency)
+	num("dispatchReservedConcurrency", &p.DispatchReservedConcurrency)
+	list("subscriptionTargets", &p.SubscriptionTargets)
 	num("ingestMaxConcurrency", &p.IngestMaxConcurrency)
 	num("ingestMaxReceiveCount", &p.IngestMaxReceiveCount)
 	num("ingestRetryMinutes", &p.IngestRetryMinutes)
@@ -149,6 +163,8 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("proxyClientConnectionsThreshold", &p.ProxyClientConnectionsThreshold)
 	num("api5xxThreshold", &p.API5xxThreshold)
 	num("ingestMessageAgeSecThreshold", &p.IngestMessageAgeSecThreshold)
+	num("subscriptionLagThreshold", &p.SubscriptionLagThreshold)
+	num("subscriptionIteratorAgeSecThreshold", &p.SubscriptionIteratorAgeSecThreshold)
 	return p, errors.Join(errs...)
 }
 

@@ -2,6 +2,7 @@ package queenstack
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -67,6 +68,7 @@ func (p Props) WithDefaults() Props {
 	num(&p.DLQReservedConcurrency, DefaultDLQReservedConcurrency)
 	num(&p.AdminReservedConcurrency, DefaultAdminReservedConcurrency)
 	num(&p.ReaperReservedConcurrency, DefaultReaperReservedConcurrency)
+	num(&p.DispatchReservedConcurrency, DefaultDispatchReservedConcurrency)
 	if p.RemovalPolicy == "" {
 		p.RemovalPolicy = DefaultRemovalPolicy
 	}
@@ -79,6 +81,8 @@ func (p Props) WithDefaults() Props {
 	num(&p.ProxyClientConnectionsThreshold, DefaultProxyClientConnectionsThreshold)
 	num(&p.API5xxThreshold, DefaultAPI5xxThreshold)
 	num(&p.IngestMessageAgeSecThreshold, DefaultIngestMessageAgeSecThreshold)
+	num(&p.SubscriptionLagThreshold, DefaultSubscriptionLagThreshold)
+	num(&p.SubscriptionIteratorAgeSecThreshold, DefaultSubscriptionIteratorAgeSecThreshold)
 	return p
 }
 
@@ -86,6 +90,19 @@ func (p Props) WithDefaults() Props {
 // on CPU credits.
 func (p Props) Burstable() bool {
 	return p.Engine == EngineInstance && strings.HasPrefix(p.InstanceType, "t")
+}
+
+// Subscriptions reports whether the stack delivers subscriptions on AWS: it declares
+// SubscriptionTargets, and so has the dispatch function.
+func (p Props) Subscriptions() bool { return len(p.SubscriptionTargets) > 0 }
+
+// Functions lists the Lambda functions of the stack: FunctionNames, and
+// DispatchFunction when it delivers subscriptions.
+func (p Props) Functions() []string {
+	if p.Subscriptions() {
+		return append(slices.Clip(FunctionNames), DispatchFunction)
+	}
+	return FunctionNames
 }
 
 // Ingest reports whether the SQS ingest queue is enabled (after WithDefaults).
@@ -96,18 +113,24 @@ func (p Props) Ingest() bool { return p.IngestQueue == nil || *p.IngestQueue }
 func (p Props) IngestVisibilityTimeoutSec() float64 { return 6 * p.FunctionTimeoutSec }
 
 // shortestProxyClientTimeoutSec is the shortest timeout of a function that connects
-// through the proxy (every one but migrate).
+// through the proxy (every one but migrate; the dispatcher's DispatchTimeoutSec is
+// the longest Lambda allows).
 func (p Props) shortestProxyClientTimeoutSec() float64 {
 	return min(p.FunctionTimeoutSec, p.PopTimeoutSec, p.ReaperTimeoutSec)
 }
 
-// ReservedConcurrency is the reserved concurrency of each function but migrate (after
-// WithDefaults); Unreserved means none. Migrate runs once per deploy and reserves none.
+// ReservedConcurrency is the reserved concurrency of each function of the stack but
+// migrate (after WithDefaults); Unreserved means none. Migrate runs once per deploy
+// and reserves none.
 func (p Props) ReservedConcurrency() map[string]float64 {
-	return map[string]float64{
+	r := map[string]float64{
 		"push": p.PushReservedConcurrency, "pop": p.PopReservedConcurrency, "ack": p.AckReservedConcurrency,
 		"dlq": p.DLQReservedConcurrency, "admin": p.AdminReservedConcurrency, "reaper": p.ReaperReservedConcurrency,
 	}
+	if p.Subscriptions() {
+		r[DispatchFunction] = p.DispatchReservedConcurrency
+	}
+	return r
 }
 
 // LambdaQuotaNeeded is the smallest account quota of concurrent executions Lambda

@@ -1,6 +1,9 @@
 package queenstack
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +48,23 @@ func TestWithDefaults(t *testing.T) {
 	if (Props{IngestQueue: &off}).WithDefaults().Ingest() {
 		t.Errorf("an explicit IngestQueue=false was overridden")
 	}
+	// Subscriptions only with targets; the dispatcher reserves nothing unless asked.
+	if p.Subscriptions() || slices.Contains(p.Functions(), DispatchFunction) {
+		t.Errorf("defaults deliver subscriptions: %v", p.Functions())
+	}
+	sub := Props{SubscriptionTargets: []string{"billing"}}.WithDefaults()
+	if !sub.Subscriptions() || !slices.Contains(sub.Functions(), DispatchFunction) || len(sub.Functions()) != len(FunctionNames)+1 {
+		t.Errorf("with targets: functions %v", sub.Functions())
+	}
+	if c, ok := sub.ReservedConcurrency()[DispatchFunction]; !ok || c != Unreserved || sub.LambdaQuotaNeeded() != 0 {
+		t.Errorf("dispatch reserved concurrency %v (%v), quota needed %v; want none by default", c, ok, sub.LambdaQuotaNeeded())
+	}
+	if q := (Props{SubscriptionTargets: []string{"billing"}, DispatchReservedConcurrency: 11}).WithDefaults().LambdaQuotaNeeded(); q != 111 {
+		t.Errorf("a dispatcher reservation of 11 needs a quota of %v, want 111", q)
+	}
+	if sub.SubscriptionLagThreshold != 10000 || sub.SubscriptionIteratorAgeSecThreshold != 300 {
+		t.Errorf("subscription alarms: lag %v, iterator age %v s", sub.SubscriptionLagThreshold, sub.SubscriptionIteratorAgeSecThreshold)
+	}
 }
 
 func TestValidate(t *testing.T) {
@@ -86,6 +106,32 @@ func TestValidate(t *testing.T) {
 		"storage ceiling low":    {func(p *Props) { p.MaxAllocatedStorageGiB = 21 }, "maxAllocatedStorageGib"},
 		"storage too small":      {func(p *Props) { p.AllocatedStorageGiB = 10 }, "allocatedStorageGib"},
 		"storage alarm at once":  {func(p *Props) { p.DBFreeStorageGiBThreshold = 20 }, "dbFreeStorageGibThreshold"},
+
+		"dispatch reserve, no targets": {func(p *Props) { p.DispatchReservedConcurrency = 5 }, "no dispatch function"},
+		"dispatch reserve past proxy": {func(p *Props) {
+			p.SubscriptionTargets, p.DispatchReservedConcurrency = []string{"billing"}, 1000
+		}, "proxyClientConnectionsThreshold"},
+		"fractional dispatch reserve": {func(p *Props) { p.SubscriptionTargets, p.DispatchReservedConcurrency = []string{"billing"}, 0.5 }, "dispatchReservedConcurrency"},
+		"wildcard target":             {func(p *Props) { p.SubscriptionTargets = []string{"*"} }, "subscriptionTargets"},
+		"wildcard qualifier":          {func(p *Props) { p.SubscriptionTargets = []string{"billing:*"} }, "subscriptionTargets"},
+		"wildcard ARN": {func(p *Props) {
+			p.SubscriptionTargets = []string{"arn:aws:lambda:us-east-1:123456789012:function:*"}
+		}, "subscriptionTargets"},
+		"not a function ARN": {func(p *Props) {
+			p.SubscriptionTargets = []string{"arn:aws:sqs:us-east-1:123456789012:billing"}
+		}, "subscriptionTargets"},
+		"name too long": {func(p *Props) { p.SubscriptionTargets = []string{strings.Repeat("f", 65)} }, "subscriptionTargets"},
+		"target twice":  {func(p *Props) { p.SubscriptionTargets = []string{"billing", "billing"} }, "listed twice"},
+		"no dispatch asset": {func(p *Props) {
+			dir := t.TempDir()
+			if err := writePlaceholderAssets(dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(dir, DispatchFunction, "bootstrap")); err != nil {
+				t.Fatal(err)
+			}
+			p.AssetsDir, p.SubscriptionTargets = dir, []string{"billing"}
+		}, "dispatch/bootstrap"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -97,6 +143,26 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+	// Every form of a target Lambda's Invoke takes but the partial ARN.
+	good := ok
+	good.SubscriptionTargets = append([]string{"a_b-1", "billing:$LATEST", "billing:7", "arn:aws-cn:lambda:cn-north-1:123456789012:function:x",
+		"arn:aws-us-gov:lambda:us-gov-west-1:123456789012:function:x:live"}, testSubscriptionTargets...)
+	if err := good.Validate(); err != nil {
+		t.Errorf("valid targets: %v", err)
+	}
+	// A stack without targets needs no dispatch asset.
+	dir := t.TempDir()
+	for _, name := range FunctionNames {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "bootstrap"), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := (Props{AssetsDir: dir}).WithDefaults().Validate(); err != nil {
+		t.Errorf("no targets, no dispatch asset: %v", err)
+	}
 }
 
 func TestPropsFromContext(t *testing.T) {
@@ -106,6 +172,8 @@ func TestPropsFromContext(t *testing.T) {
 		"functionMemoryMb": 512.0, "multiAz": true, "groupLagThreshold": "250",
 		"popReservedConcurrency": "-1", "reaperReservedConcurrency": 2.0, "ingestMaxConcurrency": "20", "proxyBorrowTimeoutSec": "3",
 		"allocatedStorageGib": "50", "maxAllocatedStorageGib": 500.0,
+		"subscriptionTargets":         "billing-handler, arn:aws:lambda:us-east-1:123456789012:function:audit:live,",
+		"dispatchReservedConcurrency": "4", "subscriptionLagThreshold": 50.0, "subscriptionIteratorAgeSecThreshold": "60",
 	}
 	p, err := PropsFromContext(func(k string) any { return ctx[k] })
 	if err != nil {
@@ -115,12 +183,20 @@ func TestPropsFromContext(t *testing.T) {
 		strings.Join(p.JWTAudience, "|") != "a|b" || p.ReaperRateMinutes != 5 || p.Ingest() ||
 		p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY || p.FunctionMemoryMB != 512 || !p.MultiAZ || p.GroupLagThreshold != 250 ||
 		p.PopReservedConcurrency != Unreserved || p.ReaperReservedConcurrency != 2 || p.IngestMaxConcurrency != 20 || p.ProxyBorrowTimeoutSec != 3 ||
-		p.AllocatedStorageGiB != 50 || p.MaxAllocatedStorageGiB != 500 {
+		p.AllocatedStorageGiB != 50 || p.MaxAllocatedStorageGiB != 500 ||
+		strings.Join(p.SubscriptionTargets, "|") != "billing-handler|arn:aws:lambda:us-east-1:123456789012:function:audit:live" ||
+		p.DispatchReservedConcurrency != 4 || p.SubscriptionLagThreshold != 50 || p.SubscriptionIteratorAgeSecThreshold != 60 {
 		t.Errorf("parsed %+v", p)
 	}
 	if _, err := PropsFromContext(func(k string) any { return map[string]any{"reaperRateMinutes": "often", "ingestQueue": "maybe"}[k] }); err == nil ||
 		!strings.Contains(err.Error(), "reaperRateMinutes") || !strings.Contains(err.Error(), "ingestQueue") {
 		t.Errorf("bad values: err %v", err)
+	}
+	// cdk.json may give a list as a JSON array.
+	if p, err := PropsFromContext(func(k string) any {
+		return map[string]any{"subscriptionTargets": []any{"billing", " reports:v2 "}}[k]
+	}); err != nil || strings.Join(p.SubscriptionTargets, "|") != "billing|reports:v2" {
+		t.Errorf("subscriptionTargets from a JSON array: %q, %v", p.SubscriptionTargets, err)
 	}
 	empty, err := PropsFromContext(func(string) any { return nil })
 	if err != nil || empty.IngestQueue != nil || empty.Engine != "" {

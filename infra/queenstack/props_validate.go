@@ -112,9 +112,24 @@ func (p Props) Validate() error {
 	if p.ProxyMaxIdleConnectionsPercent < 1 || p.ProxyMaxIdleConnectionsPercent > p.ProxyMaxConnectionsPercent {
 		bad("proxyMaxIdleConnectionsPercent %v: want 1..proxyMaxConnectionsPercent (%v)", p.ProxyMaxIdleConnectionsPercent, p.ProxyMaxConnectionsPercent)
 	}
-	for _, name := range FunctionNames {
+	for _, name := range p.Functions() {
 		if c, ok := p.ReservedConcurrency()[name]; ok && c != Unreserved && (c < 1 || c != math.Trunc(c)) {
 			bad("%sReservedConcurrency %v: want a whole number >= 1, or %d for none", name, c, Unreserved)
+		}
+	}
+	if !p.Subscriptions() && p.DispatchReservedConcurrency != Unreserved {
+		bad("dispatchReservedConcurrency %v: there is no dispatch function without subscriptionTargets", p.DispatchReservedConcurrency)
+	} else if p.DispatchReservedConcurrency != Unreserved && p.DispatchReservedConcurrency >= p.ProxyClientConnectionsThreshold {
+		bad("dispatchReservedConcurrency %v: want fewer than proxyClientConnectionsThreshold %v (each run is a client of the proxy)", p.DispatchReservedConcurrency, p.ProxyClientConnectionsThreshold)
+	}
+	seen := map[string]bool{}
+	for _, t := range p.SubscriptionTargets {
+		if seen[t] {
+			bad("subscriptionTargets: %q is listed twice", t)
+		}
+		seen[t] = true
+		if err := checkSubscriptionTarget(t); err != nil {
+			bad("subscriptionTargets: %v", err)
 		}
 	}
 	if p.IngestMaxReceiveCount < 1 || p.IngestMaxReceiveCount > 1000 {
@@ -140,7 +155,7 @@ func (p Props) Validate() error {
 	if p.AppUser == p.MasterUser {
 		bad("appUser and masterUser must differ")
 	}
-	for _, name := range FunctionNames {
+	for _, name := range p.Functions() {
 		if _, err := os.Stat(filepath.Join(p.AssetsDir, name, "bootstrap")); err != nil {
 			bad("lambda asset %s: %v (run `make build`, or point assetsDir at placeholders)", filepath.Join(p.AssetsDir, name, "bootstrap"), errors.Unwrap(err))
 		}

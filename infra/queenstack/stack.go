@@ -37,7 +37,7 @@ type Stack struct {
 	// DatabaseLogGroups are the names of the log groups the database exports its
 	// logs to (DatabaseLogExports), which RDS owns.
 	DatabaseLogGroups []*string
-	// Functions by name (FunctionNames).
+	// Functions by name (Props.Functions).
 	Functions map[string]awslambda.Function
 	// Migration is the custom resource that runs the migrate function.
 	Migration  awscdk.CustomResource
@@ -51,16 +51,19 @@ type Stack struct {
 	// invocations (SNS, EventBridge): events push failed to store after Lambda's
 	// retries.
 	PushFailedEvents awssqs.Queue
-	AlarmTopic       awssns.Topic
-	Alarms           []awscloudwatch.Alarm
-	Dashboard        awscloudwatch.Dashboard
+	// DispatchFailedRuns is the on-failure destination of the dispatcher's
+	// asynchronous invocations; nil without subscriptions.
+	DispatchFailedRuns awssqs.Queue
+	AlarmTopic         awssns.Topic
+	Alarms             []awscloudwatch.Alarm
+	Dashboard          awscloudwatch.Dashboard
 }
 
 // Network is the VPC and the security groups of each tier.
 type Network struct {
 	Vpc awsec2.Vpc
 	// DatabaseSubnets hold the database and the proxy; FunctionSubnets the functions
-	// and the Secrets Manager endpoint. Both are isolated (no route out of the VPC).
+	// and the interface endpoints. Both are isolated (no route out of the VPC).
 	DatabaseSubnets *awsec2.SubnetSelection
 	FunctionSubnets *awsec2.SubnetSelection
 
@@ -69,8 +72,11 @@ type Network struct {
 	ProxySG     awsec2.SecurityGroup
 	DatabaseSG  awsec2.SecurityGroup
 	EndpointSG  awsec2.SecurityGroup
+	// LambdaEndpointSG and LambdaEndpoint are nil without subscriptions.
+	LambdaEndpointSG awsec2.SecurityGroup
 
 	SecretsEndpoint awsec2.InterfaceVpcEndpoint
+	LambdaEndpoint  awsec2.InterfaceVpcEndpoint
 }
 
 // Database is the PostgreSQL server behind the proxy, either engine.
@@ -125,14 +131,19 @@ func New(scope constructs.Construct, id string, stackProps *awscdk.StackProps, p
 	if p.Ingest() {
 		s.IngestQueue, s.IngestDLQ = newIngest(s.Stack, p, s.Functions["push"], s.Migration)
 	}
+	if p.Subscriptions() {
+		s.DispatchFailedRuns = newSubscriptions(s.Stack, p, s)
+	}
 	// Nothing reaches the database before the schema exists, and no function code
 	// that needs a migration runs before it: every function but migrate depends on
 	// the migration, so CloudFormation creates or updates their code only after the
 	// migration custom resource succeeded (on an upgrade too, where the resource
 	// changes with the migrate binary). Migrate and the provider framework that
 	// invokes it come before the migration, so they must not depend on it.
-	for _, name := range servingFunctions {
-		s.Functions[name].Node().AddDependency(s.Migration)
+	for _, name := range p.Functions() {
+		if name != "migrate" {
+			s.Functions[name].Node().AddDependency(s.Migration)
+		}
 	}
 	s.API.Node().AddDependency(s.Migration)
 	s.ReaperRule.Node().AddDependency(s.Migration)
@@ -155,6 +166,13 @@ func (s *Stack) outputs() {
 	}
 	out("PushFailedEventsQueueUrl", *s.PushFailedEvents.QueueUrl(),
 		"SNS/EventBridge (asynchronous) events push failed to store after Lambda's retries, with the error")
+	if d := s.Functions[DispatchFunction]; d != nil {
+		out("DispatchFunctionName", *d.FunctionName(), "Function that delivers subscriptions to their targets")
+		out("DispatchRoleArn", *d.Role().RoleArn(),
+			"Role the dispatcher invokes targets as: allow it in the resource policy of a target in another account")
+		out("DispatchFailedRunsQueueUrl", *s.DispatchFailedRuns.QueueUrl(),
+			"Dispatch runs that failed, and wakes that found no free container for 6 hours, with the error")
+	}
 	out("AlarmTopicArn", *s.AlarmTopic.TopicArn(), "SNS topic of every alarm; subscribe to be notified")
 	out("DashboardName", *s.Dashboard.DashboardName(), "CloudWatch dashboard")
 	out("ProxyEndpoint", *s.Proxy.Endpoint(), "RDS Proxy endpoint the functions connect to")

@@ -1,0 +1,155 @@
+package queenstack
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdadestinations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Subscriptions on AWS (docs/subscriptions.md): with SubscriptionTargets declared the
+// stack adds the dispatch function, which invokes the targets synchronously, the
+// Lambda interface endpoint the functions reach the Lambda API through (network.go),
+// and the subscription alarms (monitoring.go). Without targets it adds nothing.
+
+// DispatchStarters are the functions that start the dispatcher with an asynchronous
+// invoke: push after its commit, ack for the pushes of a transaction, dlq when it
+// re-pushes a dead letter, admin when a subscription is created or changed, and the
+// reaper, whose pass is the safety net. Each gets EnvDispatchFunction and
+// lambda:InvokeFunction on the dispatch function; the dispatcher gets both for itself
+// too, as it starts its own next run when its time runs out.
+var DispatchStarters = []string{"push", "ack", "dlq", "admin", "reaper"}
+
+// Asynchronous invocations of the dispatcher (its wakes and handovers).
+const (
+	// dispatchAsyncRetryAttempts: Lambda does not run a failed run again. Its
+	// leases expire, and the reaper's next pass wakes every subscription with
+	// backlog and no live lease; a retry would only race that.
+	dispatchAsyncRetryAttempts = 0
+	// dispatchAsyncMaxEventAge (hours, Lambda's longest): a wake that finds no free
+	// container (the dispatcher's reservation is busy, or the account's quota) waits
+	// for one rather than being dropped.
+	dispatchAsyncMaxEventAge = 6
+)
+
+// Lambda's forms of a function, as the Invoke API takes them, but for the partial ARN:
+// a name, name:qualifier (a version, an alias or $LATEST), and the function's ARN with
+// or without its qualifier. A wildcard matches none of them.
+var (
+	functionNameForm = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}(:(\$LATEST|[a-zA-Z0-9_-]{1,128}))?$`)
+	functionARNForm  = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:lambda:[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d:\d{12}:function:[a-zA-Z0-9_-]{1,64}(:(\$LATEST|[a-zA-Z0-9_-]{1,128}))?$`)
+)
+
+// checkSubscriptionTarget reports a declared target that is none of Lambda's forms.
+func checkSubscriptionTarget(target string) error {
+	if functionNameForm.MatchString(target) || functionARNForm.MatchString(target) {
+		return nil
+	}
+	return fmt.Errorf("%q: want a function name, name:qualifier or a function ARN (no wildcards)", target)
+}
+
+// subscriptionTargetARN is the ARN the dispatcher's grant names for a declared
+// target: an ARN as given, a name (with its qualifier, if any) in the stack's
+// account and Region. IAM matches Lambda ARNs exactly: the unqualified ARN covers
+// unqualified invokes only, a qualified one that version or alias only. No
+// "<function>:*" is added, so the dispatcher may invoke exactly the forms declared.
+func subscriptionTargetARN(s awscdk.Stack, target string) *string {
+	if strings.HasPrefix(target, "arn:") {
+		return jsii.String(target)
+	}
+	return s.FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("lambda"),
+		Resource:     jsii.String("function"),
+		ResourceName: jsii.String(target),
+		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+}
+
+// dispatchFunctionName is the dispatch function's name: <stack name>-dispatch, the
+// stack name cut and given a hash where the whole would pass Lambda's 64 characters.
+// Unlike the others the function has a fixed name, as it tells itself its name
+// (EnvDispatchFunction): a Ref to itself in its own environment would be a cycle.
+func dispatchFunctionName(s awscdk.Stack) string {
+	const suffix, maxLen = "-" + DispatchFunction, 64
+	name := *s.StackName()
+	if len(name)+len(suffix) > maxLen {
+		sum := sha256.Sum256([]byte(name))
+		name = name[:maxLen-len(suffix)-9] + "-" + hex.EncodeToString(sum[:4])
+	}
+	return name + suffix
+}
+
+// dispatchFunctionProps sets what the dispatch function has beyond the common
+// settings of newFunction: its name, and its recursion setting.
+func dispatchFunctionProps(s awscdk.Stack, fp *awslambda.FunctionProps) {
+	fp.FunctionName = jsii.String(dispatchFunctionName(s))
+	// A run hands over to the next by invoking its own function, so under a steady
+	// backlog the dispatcher invokes itself for as long as the backlog lasts. Where
+	// Lambda's recursive loop detection follows such a chain (through the trace
+	// header), it stops it after 16 invocations, leaving the backlog to the reaper's
+	// safety net: Allow lets the chain run. It ends by itself, as a run hands over
+	// only while something is due.
+	fp.RecursiveLoop = awslambda.RecursiveLoop_ALLOW
+}
+
+// newSubscriptions wires the dispatch function (defined by newFunctions) to the rest
+// of the stack, and returns the on-failure destination of its asynchronous
+// invocations:
+//   - DispatchStarters get its name and lambda:InvokeFunction on it; so does the
+//     dispatcher, in a policy of its own (in its role's default policy, which the
+//     function waits for, the grant on its own ARN would be a cycle);
+//   - the dispatcher may invoke exactly the declared targets (subscriptionTargetARN);
+//   - the starters and the dispatcher wait for the Lambda endpoint, their way to the
+//     Lambda API;
+//   - its asynchronous invocations are not retried and keep for six hours while no
+//     container is free; a run that failed, or a wake that waited longer, goes with
+//     its error to an SQS queue (SQS-managed encryption, TLS only, 14 days) to look
+//     at. Nothing there needs replaying: the reaper's next pass has woken the
+//     subscription again. Failed runs raise the dispatcher's Errors alarm.
+func newSubscriptions(s awscdk.Stack, p Props, st *Stack) awssqs.Queue {
+	dispatch := st.Functions[DispatchFunction]
+	invoke := func(arns ...*string) awsiam.PolicyStatement {
+		return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("lambda:InvokeFunction"),
+			Resources: &arns,
+		})
+	}
+	for _, name := range DispatchStarters {
+		fn := st.Functions[name]
+		fn.AddEnvironment(jsii.String(EnvDispatchFunction), dispatch.FunctionName(), nil)
+		fn.AddToRolePolicy(invoke(dispatch.FunctionArn()))
+		fn.Node().AddDependency(st.Network.LambdaEndpoint)
+	}
+	dispatch.Node().AddDependency(st.Network.LambdaEndpoint)
+	awsiam.NewPolicy(s, jsii.String("DispatchSelfInvokePolicy"), &awsiam.PolicyProps{
+		Roles:      &[]awsiam.IRole{dispatch.Role()},
+		Statements: &[]awsiam.PolicyStatement{invoke(dispatch.FunctionArn())},
+	})
+
+	targets := make([]*string, len(p.SubscriptionTargets))
+	for i, t := range p.SubscriptionTargets {
+		targets[i] = subscriptionTargetARN(s, t)
+	}
+	dispatch.AddToRolePolicy(invoke(targets...))
+
+	failed := awssqs.NewQueue(s, jsii.String("DispatchFailedRunsQueue"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:   removal(p),
+	})
+	dispatch.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+		RetryAttempts: jsii.Number(dispatchAsyncRetryAttempts),
+		MaxEventAge:   awscdk.Duration_Hours(jsii.Number(dispatchAsyncMaxEventAge)),
+		OnFailure:     awslambdadestinations.NewSqsDestination(failed),
+	})
+	return failed
+}
