@@ -136,7 +136,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	// Subscriptions are delivered in process, woken by the pushes this
 	// server commits (docs/subscriptions.md).
-	disp := dispatch.New(dispatch.Config{Store: store, Logger: log, Interval: cfg.ReaperInterval})
+	disp := dispatch.New(dispatch.Config{Store: store, Logger: log})
 	apiCfg.OnPush = disp.Wake
 	apiCfg.OnSubscription = func(_ context.Context, s queen.Subscription) { disp.Changed(s) }
 	api := httpapi.New(store, apiCfg)
@@ -164,7 +164,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	var wg sync.WaitGroup
 	reaperCtx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
-	wg.Go(func() { reaper.Loop(reaperCtx, store, cfg.ReaperInterval, log) })
+	wg.Go(func() { reaper.Loop(reaperCtx, store, cfg.ReaperInterval, log, disp.Due) })
 	dispatchCtx, stopDispatch := context.WithCancel(ctx)
 	defer stopDispatch()
 	wg.Go(func() { disp.Run(dispatchCtx) })

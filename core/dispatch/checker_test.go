@@ -136,17 +136,27 @@ func TestConcurrentDeliveryChecker(t *testing.T) {
 
 	var wg sync.WaitGroup
 	quiet := slog.New(slog.DiscardHandler)
-	wg.Go(func() { reaper.Loop(ctx, e.Store, 200*time.Millisecond, quiet) })
-
 	// The dispatcher, started again after each kill.
 	var current struct {
 		sync.Mutex
 		d *dispatch.Dispatcher
 	}
+	// The reaper's passes expire the killed dispatcher's leases and wake
+	// the current one for what came due, as in queen serve.
+	wg.Go(func() {
+		reaper.Loop(ctx, e.Store, 200*time.Millisecond, quiet, func(ctx context.Context) {
+			current.Lock()
+			d := current.d
+			current.Unlock()
+			if d != nil {
+				d.Due(ctx)
+			}
+		})
+	})
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			dctx, kill := context.WithCancel(ctx)
-			d := dispatch.New(dispatch.Config{Store: e.Store, Interval: 100 * time.Millisecond, Logger: quiet})
+			d := dispatch.New(dispatch.Config{Store: e.Store, Logger: quiet})
 			current.Lock()
 			current.d = d
 			current.Unlock()

@@ -40,16 +40,9 @@ type Config struct {
 	// Lambda invokes function targets. Without it, subscriptions with a
 	// function target are left alone (nothing is leased for them).
 	Lambda Invoker
-	// Interval is how often Run looks for backlog it was not woken for:
-	// messages whose retryDelay or delay ran out, pushes of other
-	// processes. Default DefaultInterval.
-	Interval time.Duration
 	// Logger receives delivery failures. Default slog.Default().
 	Logger *slog.Logger
 }
-
-// DefaultInterval is Run's default pause between looks for backlog.
-const DefaultInterval = time.Second
 
 // Worker names the dispatcher in a cursor's worker column.
 const Worker = "queen-dispatch"
@@ -70,9 +63,10 @@ type Dispatcher struct {
 	again   map[queen.WaitKey]bool // woken while being drained: drain once more
 	pending map[string]bool        // queues woken since Run last looked
 	signal  chan struct{}          // one slot: something is pending
+	due     chan struct{}          // one slot: look for backlog (Due)
 	wg      sync.WaitGroup
 
-	// The subscriptions as last listed (at Run's start and every Interval)
+	// The subscriptions as last listed (at the first wake and every Due)
 	// or told (Changed), and the queues one of them delivers: a wake of
 	// another queue costs nothing.
 	subs   []queen.Subscription
@@ -86,14 +80,11 @@ func New(cfg Config) *Dispatcher {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{}
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Dispatcher{cfg: cfg, running: map[queen.WaitKey]bool{}, again: map[queen.WaitKey]bool{},
-		pending: map[string]bool{}, signal: make(chan struct{}, 1)}
+		pending: map[string]bool{}, signal: make(chan struct{}, 1), due: make(chan struct{}, 1)}
 }
 
 // Wake asks Run to deliver queue's subscriptions: a push to it committed.
@@ -115,14 +106,16 @@ func (d *Dispatcher) Wake(queue string) {
 }
 
 // Changed tells the dispatcher of a subscription created or changed (by
-// this process's API: others' are seen at the next Interval), and wakes
+// this process's API: others' are seen at the next Due), and wakes
 // its queue.
 func (d *Dispatcher) Changed(s queen.Subscription) {
 	d.mu.Lock()
-	subs := slices.DeleteFunc(slices.Clone(d.subs), func(o queen.Subscription) bool {
-		return o.Queue == s.Queue && o.ConsumerGroup == s.ConsumerGroup
-	})
-	d.setSubs(append(subs, s))
+	if d.listed { // else the first listing reads it
+		subs := slices.DeleteFunc(slices.Clone(d.subs), func(o queen.Subscription) bool {
+			return o.Queue == s.Queue && o.ConsumerGroup == s.ConsumerGroup
+		})
+		d.setSubs(append(subs, s))
+	}
 	d.told++
 	d.mu.Unlock()
 	d.Wake(s.Queue)
@@ -165,25 +158,38 @@ func (d *Dispatcher) list(ctx context.Context) {
 	}
 }
 
+// Due asks Run to read the subscriptions again and deliver those with
+// deliverable backlog it was not woken for: messages whose delay or
+// retryDelay ran out, pushes of other processes. The reaper's pass calls
+// it, so that idle subscriptions cost nothing beyond that pass. It never
+// blocks.
+func (d *Dispatcher) Due(context.Context) {
+	select {
+	case d.due <- struct{}{}:
+	default:
+	}
+}
+
 // Run delivers until ctx ends: the subscriptions of each woken queue at
-// once, and every Interval those with deliverable backlog. It returns once
-// the deliveries it started have ended.
+// once, and after each Due those with deliverable backlog. It reads the
+// subscriptions at its first wake, not before. It returns once the
+// deliveries it started have ended.
 func (d *Dispatcher) Run(ctx context.Context) {
-	t := time.NewTicker(d.cfg.Interval)
-	defer t.Stop()
 	defer d.wg.Wait()
-	d.list(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.signal:
 			d.mu.Lock()
-			queues := d.pending
+			queues, listed := d.pending, d.listed
 			d.pending = map[string]bool{}
 			d.mu.Unlock()
+			if !listed {
+				d.list(ctx)
+			}
 			d.start(ctx, queues)
-		case <-t.C:
+		case <-d.due:
 			d.list(ctx)
 			d.start(ctx, nil)
 		}

@@ -266,7 +266,7 @@ func TestRunDeliversWhenWoken(t *testing.T) {
 	e := pgstoretest.New(t)
 	tg := newTarget(t, completeAll)
 	subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
-	d := dispatch.New(dispatch.Config{Store: e.Store, Interval: time.Hour})
+	d := dispatch.New(dispatch.Config{Store: e.Store})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
@@ -392,7 +392,7 @@ func TestWakesCostNothingWithoutASubscription(t *testing.T) {
 	e := pgstoretest.New(t)
 	tg := newTarget(t, completeAll)
 	counted := &storecount.Counting{Store: e.Store}
-	d := dispatch.New(dispatch.Config{Store: counted, Interval: time.Hour})
+	d := dispatch.New(dispatch.Config{Store: counted})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
@@ -412,7 +412,7 @@ func TestWakesCostNothingWithoutASubscription(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := counted.Listings.Load(); n != 1 {
-		t.Errorf("%d listings of the subscriptions, want the one Run starts with", n)
+		t.Errorf("%d listings of the subscriptions, want the one at Run's first wake", n)
 	}
 	if counted.Probes.Load() != 0 {
 		t.Errorf("%d probes, want none: the wakes name the queue", counted.Probes.Load())
@@ -444,12 +444,13 @@ func TestChangeDuringAListingIsKept(t *testing.T) {
 	e := pgstoretest.New(t)
 	tg := newTarget(t, completeAll)
 	st := &staleListing{Store: e.Store, read: make(chan struct{}), release: make(chan struct{})}
-	d := dispatch.New(dispatch.Config{Store: st, Interval: time.Hour})
+	d := dispatch.New(dispatch.Config{Store: st})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
+	d.Due(ctx)
 	<-st.read // Run's first listing has read: no subscription yet
 	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 	d.Changed(sub)

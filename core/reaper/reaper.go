@@ -58,8 +58,11 @@ type Report struct {
 	// MaxSubscriptionLag is the largest lag of a group a subscription
 	// delivers; SubscriptionsStarted the runs the pass started for
 	// subscriptions with backlog and no live run.
+	// Both are in the metrics only where subscriptions are delivered
+	// (Handler.Subscriptions set): a metric costs money once published.
 	MaxSubscriptionLag   int64 `json:"maxSubscriptionLag"`
 	SubscriptionsStarted int   `json:"subscriptionsStarted"`
+	subscriptions        bool
 	Queues               int64 `json:"queues"`
 	Partitions           int64 `json:"partitions"`
 	DurationMS           int64 `json:"durationMs"`
@@ -117,6 +120,7 @@ func (h *Handler) Invoke(ctx context.Context, _ json.RawMessage) (Report, error)
 	rep := Report{ReapStats: stats}
 	var subs []queen.Subscription
 	if h.Subscriptions != nil {
+		rep.subscriptions = true
 		if rep.SubscriptionsStarted, err = h.Subscriptions.StartDue(ctx); err != nil {
 			h.Logger.ErrorContext(ctx, "start due subscriptions", "err", err)
 		}
@@ -165,17 +169,16 @@ func (r *Report) addGauges(st queen.Stats) {
 
 // WriteEMF writes one CloudWatch Embedded Metric Format line: in namespace
 // Namespace, without dimensions (the series the alarms use), DLQDepth,
-// MaxGroupLag, ReaperBehind and the backlogs, plus what the pass did.
+// MaxGroupLag, ReaperBehind and the backlogs, plus what the pass did, and
+// the subscriptions' where they are delivered.
 func WriteEMF(w io.Writer, now time.Time, r Report) error {
 	var behind int64
 	if r.Behind {
 		behind = 1
 	}
-	return EMF(w, now, []Metric{
+	values := []Metric{
 		{MetricDLQDepth, "Count", r.DLQDepth},
 		{MetricMaxGroupLag, "Count", r.MaxGroupLag},
-		{MetricMaxSubscriptionLag, "Count", r.MaxSubscriptionLag},
-		{MetricSubscriptionsStarted, "Count", int64(r.SubscriptionsStarted)},
 		{"LeasesExpired", "Count", int64(r.LeasesExpired)},
 		{"DeadLettered", "Count", int64(r.DeadLettered)},
 		{"DedupPruned", "Count", int64(r.DedupPruned)},
@@ -185,7 +188,12 @@ func WriteEMF(w io.Writer, now time.Time, r Report) error {
 		{MetricBacklogLeases, "Count", r.Backlog.Leases},
 		{MetricBacklogDedup, "Count", r.Backlog.Dedup},
 		{MetricBacklogRetention, "Count", r.Backlog.Retention},
-	})
+	}
+	if r.subscriptions {
+		values = append(values, Metric{MetricMaxSubscriptionLag, "Count", r.MaxSubscriptionLag},
+			Metric{MetricSubscriptionsStarted, "Count", int64(r.SubscriptionsStarted)})
+	}
+	return EMF(w, now, values)
 }
 
 // Metric is one value of an Embedded Metric Format line.
@@ -226,8 +234,9 @@ func EMF(w io.Writer, now time.Time, values []Metric) error {
 // Loop runs a pass every interval until ctx ends: the reaper of `queen
 // serve`. A pass may take up to the interval. Passes that did something
 // are logged at info, idle ones at debug, failures and passes that ran out
-// of time at warn (the next tick goes on).
-func Loop(ctx context.Context, store queen.Store, interval time.Duration, log *slog.Logger) {
+// of time at warn (the next tick goes on). After each pass it calls
+// onPass, when set (queen serve's dispatcher looks for due subscriptions).
+func Loop(ctx context.Context, store queen.Store, interval time.Duration, log *slog.Logger, onPass func(context.Context)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -237,6 +246,9 @@ func Loop(ctx context.Context, store queen.Store, interval time.Duration, log *s
 		case <-t.C:
 		}
 		stats, err := store.Reap(ctx, queen.ReapRequest{Deadline: time.Now().Add(interval)})
+		if onPass != nil && ctx.Err() == nil {
+			onPass(ctx)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return

@@ -176,7 +176,7 @@ func TestLoopStopsWithContext(t *testing.T) {
 	var logs lockedBuffer
 	store := reapWatch{Store: env.Store, started: make(chan struct{}, 1)}
 	go func() {
-		reaper.Loop(ctx, store, 10*time.Millisecond, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		reaper.Loop(ctx, store, 10*time.Millisecond, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
 		close(done)
 	}()
 	// The second pass starts once the first has been logged.
