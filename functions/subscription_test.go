@@ -26,6 +26,20 @@ func emulatorClient(e *emulator) *dispatch.LambdaClient {
 	}
 }
 
+// deadLetters lists queue's dead letters, and their transactionIds.
+func deadLetters(t *testing.T, env *pgstoretest.Env, queue string) (queen.DLQPage, map[string]bool) {
+	t.Helper()
+	page, err := env.Store.ListDeadLetters(context.Background(), queen.DLQFilter{Queue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := map[string]bool{}
+	for _, m := range page.Messages {
+		dead[m.TransactionID] = true
+	}
+	return page, dead
+}
+
 // testFunctionTarget delivers a subscription to a function target: a real
 // function bootstrap (functions/internal/testtarget) under the Runtime
 // Interface Emulator, called through the Lambda API, signed as on AWS. The function lists a record as failed, fails a whole
@@ -70,14 +84,7 @@ func testFunctionTarget(t *testing.T, start func(env ...string) *emulator) {
 		t.Fatal(err)
 	}
 
-	page, err := env.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := map[string]bool{}
-	for _, m := range page.Messages {
-		dead[m.TransactionID] = true
-	}
+	page, dead := deadLetters(t, env, "orders")
 	if len(page.Messages) != 3 || !dead["l1"] || !dead["e0"] || !dead["s0"] {
 		t.Fatalf("dead letters %+v, want l1 (listed), e0 (function error) and s0 (timeout), once each", page.Messages)
 	}
@@ -147,14 +154,7 @@ func testDispatch(t *testing.T, start func(name string, env ...string) *emulator
 		}
 	}
 	settled("after the push", 0)
-	page, err := env.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := map[string]bool{}
-	for _, m := range page.Messages {
-		dead[m.TransactionID] = true
-	}
+	page, dead := deadLetters(t, env, "orders")
 	if len(page.Messages) != 2 || !dead["l1"] || !dead["e0"] {
 		t.Fatalf("dead letters %+v, want l1 (listed) and e0 (function error), once each", page.Messages)
 	}
