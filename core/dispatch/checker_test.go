@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,10 +34,34 @@ import (
 //   - the pulling group is unaffected: it reads everything, nothing of it
 //     dead-lettered.
 //
+// It runs two ways: in process, as queen serve delivers (a Dispatcher
+// woken by the producers and by the reaper's passes, killed and started
+// again); and as the dispatch function's runs on AWS (pushes through a
+// WakingStore start runs, runs hand over when their time is up, a kill
+// ends the runs in flight as a crash would, their wakes go stale, and the
+// reaper's pass starts the next run).
+//
 // QUEEN_CHECK_SEED replays a seed's choices (goroutine scheduling still
 // varies).
 func TestConcurrentDeliveryChecker(t *testing.T) {
-	t.Parallel()
+	t.Run("in process", func(t *testing.T) {
+		t.Parallel()
+		checkDelivery(t, inProcess)
+	})
+	t.Run("as function runs", func(t *testing.T) {
+		t.Parallel()
+		checkDelivery(t, functionRuns)
+	})
+}
+
+// deliveryMode starts what delivers the subscription of queue, until ctx
+// ends (its goroutines in wg), killing it at each hung call. It returns
+// the store producers push through, what the reaper does after each pass,
+// and what a producer does after each push.
+type deliveryMode func(t *testing.T, ctx context.Context, e *pgstoretest.Env, hung <-chan struct{}, wg *sync.WaitGroup) (
+	store queen.Store, onPass func(context.Context), pushed func())
+
+func checkDelivery(t *testing.T, mode deliveryMode) {
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("QUEEN_CHECK_SEED"); v != "" {
 		var err error
@@ -55,7 +80,7 @@ func TestConcurrentDeliveryChecker(t *testing.T) {
 	e := pgstoretest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const queue = "cq"
+	const queue = checkedQueue
 	lease, retries := 2, 3
 	if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: queue,
 		Options: queen.QueueOptions{LeaseTime: &lease, RetryLimit: &retries}}); err != nil {
@@ -135,49 +160,10 @@ func TestConcurrentDeliveryChecker(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
-	quiet := slog.New(slog.DiscardHandler)
-	// The dispatcher, started again after each kill.
-	var current struct {
-		sync.Mutex
-		d *dispatch.Dispatcher
-	}
-	// The reaper's passes expire the killed dispatcher's leases and wake
-	// the current one for what came due, as in queen serve.
-	wg.Go(func() {
-		reaper.Loop(ctx, e.Store, 200*time.Millisecond, quiet, func(ctx context.Context) {
-			current.Lock()
-			d := current.d
-			current.Unlock()
-			if d != nil {
-				d.Due(ctx)
-			}
-		})
-	})
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			dctx, kill := context.WithCancel(ctx)
-			d := dispatch.New(dispatch.Config{Store: e.Store, Logger: quiet})
-			current.Lock()
-			current.d = d
-			current.Unlock()
-			done := make(chan struct{})
-			go func() { d.Run(dctx); close(done) }()
-			select {
-			case <-hung:
-				kill()
-			case <-ctx.Done():
-				kill()
-			}
-			<-done
-		}
-	})
-	wake := func() {
-		current.Lock()
-		if current.d != nil {
-			current.d.Wake(queue)
-		}
-		current.Unlock()
-	}
+	store, onPass, pushed := mode(t, ctx, e, hung, &wg)
+	// The reaper's passes expire the leases of killed deliveries and start
+	// or wake what came due.
+	wg.Go(func() { reaper.Loop(ctx, e.Store, 200*time.Millisecond, quiet, onPass) })
 
 	// Producers: batches of 1–5 messages, in plan order per producer.
 	const producers = 4
@@ -191,11 +177,11 @@ func TestConcurrentDeliveryChecker(t *testing.T) {
 						Payload: json.RawMessage(fmt.Sprintf(`{"poison":%t}`, m.poison))})
 					i += producers
 				}
-				if _, err := e.Store.Push(ctx, items); err != nil {
+				if _, err := store.Push(ctx, items); err != nil {
 					t.Errorf("push: %v", err)
 					return
 				}
-				wake()
+				pushed()
 			}
 		})
 	}
@@ -276,6 +262,134 @@ func TestConcurrentDeliveryChecker(t *testing.T) {
 	}
 	t.Logf("%d calls to the target, %d poison records dead-lettered", calls, len(poison))
 }
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// inProcess delivers as queen serve does: one Dispatcher, woken after each
+// push and each reaper pass, killed at each hung call and started again.
+func inProcess(_ *testing.T, ctx context.Context, e *pgstoretest.Env, hung <-chan struct{}, wg *sync.WaitGroup) (
+	queen.Store, func(context.Context), func()) {
+	var current struct {
+		sync.Mutex
+		d *dispatch.Dispatcher
+	}
+	now := func() *dispatch.Dispatcher {
+		current.Lock()
+		defer current.Unlock()
+		return current.d
+	}
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			dctx, kill := context.WithCancel(ctx)
+			d := dispatch.New(dispatch.Config{Store: e.Store, Logger: quiet})
+			current.Lock()
+			current.d = d
+			current.Unlock()
+			done := make(chan struct{})
+			go func() { d.Run(dctx); close(done) }()
+			select {
+			case <-hung:
+				kill()
+			case <-ctx.Done():
+				kill()
+			}
+			<-done
+		}
+	})
+	onPass := func(ctx context.Context) {
+		if d := now(); d != nil {
+			d.Due(ctx)
+		}
+	}
+	pushed := func() {
+		if d := now(); d != nil {
+			d.Wake(checkedQueue)
+		}
+	}
+	return e.Store, onPass, pushed
+}
+
+// functionRuns delivers as the dispatch function does on AWS: each Start
+// is a run of its own (Lambda's asynchronous invoke), of at most runTime,
+// so runs also hand over. A hung call kills the runs in flight, as a crash
+// or a timeout would: their wakes stay held until they are presumed lost,
+// which the test brings forward (it ages the wakes by queen.WakeStale
+// instead of waiting a minute), and the reaper's pass starts the next run.
+func functionRuns(t *testing.T, ctx context.Context, e *pgstoretest.Env, hung <-chan struct{}, wg *sync.WaitGroup) (
+	queen.Store, func(context.Context), func()) {
+	rs := &runStarter{ctx: ctx, wg: wg, runs: map[int]context.CancelFunc{}}
+	var kills atomic.Int64
+	t.Cleanup(func() { t.Logf("%d runs started, %d killed", rs.next, kills.Load()) })
+	rs.h = &dispatch.Handler{Store: e.Store, Dispatcher: dispatch.New(dispatch.Config{Store: e.Store, Logger: quiet}),
+		Starter: rs, Logger: quiet, Margin: time.Second}
+	w := &dispatch.Waker{Store: e.Store, Starter: rs, Logger: quiet}
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hung:
+				kills.Add(rs.killAll())
+				if _, err := e.Pool.Exec(ctx, `UPDATE queen.subscription_targets
+					SET wake_at = wake_at - $1::int * interval '1 ms' WHERE wake_at IS NOT NULL`,
+					queen.WakeStale.Milliseconds()); err != nil && ctx.Err() == nil {
+					panic(err)
+				}
+			}
+		}
+	})
+	onPass := func(ctx context.Context) {
+		if _, err := w.StartDue(ctx); err != nil && ctx.Err() == nil {
+			quiet.Warn("start due", "err", err)
+		}
+	}
+	return dispatch.WakingStore{Store: e.Store, Waker: w}, onPass, func() {}
+}
+
+// runTime is each function run's time (its invocation's timeout).
+const runTime = 1500 * time.Millisecond
+
+// runStarter runs each started run in a goroutine, as Lambda runs an
+// asynchronous invoke, and can kill the runs in flight.
+type runStarter struct {
+	ctx  context.Context
+	wg   *sync.WaitGroup
+	h    *dispatch.Handler
+	mu   sync.Mutex
+	next int
+	runs map[int]context.CancelFunc
+}
+
+func (rs *runStarter) Start(_ context.Context, k queen.WaitKey) error {
+	rctx, cancel := context.WithTimeout(rs.ctx, runTime)
+	rs.mu.Lock()
+	id := rs.next
+	rs.next++
+	rs.runs[id] = cancel
+	rs.mu.Unlock()
+	rs.wg.Go(func() {
+		defer func() {
+			rs.mu.Lock()
+			delete(rs.runs, id)
+			rs.mu.Unlock()
+			cancel()
+		}()
+		_, _ = rs.h.Invoke(rctx, dispatch.RunEvent{Queue: k.Queue, ConsumerGroup: k.Group})
+	})
+	return nil
+}
+
+func (rs *runStarter) killAll() int64 {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, cancel := range rs.runs {
+		cancel()
+	}
+	return int64(len(rs.runs))
+}
+
+// checkedQueue is the queue the checker uses.
+const checkedQueue = "cq"
 
 // pushedAll reports whether the queue holds n messages.
 func pushedAll(ctx context.Context, st queen.Store, queue string, n int) bool {
