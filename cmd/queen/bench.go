@@ -37,7 +37,8 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, ou
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cfg := bench.Config{Duration: *d, Clients: *clients, Partitions: *partitions, ResultsDir: *results, Out: out}
+	cfg := bench.Config{Duration: *d, Clients: *clients, Partitions: *partitions, ResultsDir: *results, Out: out,
+		LambdaEmulator: true}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}

@@ -72,6 +72,10 @@ type Config struct {
 	// WaitSamples is W's number of push-to-delivery samples of each kind.
 	// Default DefaultWaitSamples.
 	WaitSamples int
+	// LambdaEmulator adds SUB's push-to-invoke through the dispatch
+	// function under the Lambda emulator, both built at run time with the
+	// go toolchain (queen bench turns it on).
+	LambdaEmulator bool
 	// Only, when set, runs just the workloads named (e.g. "P1", "raw-1").
 	Only []string
 	// Out receives the progress table. Default os.Stdout.
