@@ -7,26 +7,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/queen-serverless/queen/internal/lambdaemu"
 )
 
 // rieModule is the Lambda Runtime Interface Emulator, a tool of this module
 // (go.mod), so its version is pinned and it builds offline from the module
 // cache.
-const rieModule = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
+const rieModule = lambdaemu.RIE
 
 // buildAll builds every function's bootstrap for this machine, the way
 // `make build` does for Lambda (static, stripped, -tags lambda.norpc), and
@@ -54,63 +52,31 @@ type emulator struct {
 	t    *testing.T
 	name string
 	url  string
-	out  *syncBuffer
+	emu  *lambdaemu.Emulator
 	// stop ends the emulator and the function (also at the test's end).
 	stop func()
 }
 
 // startEmulator runs bootstrap under the emulator with env (and nothing of
-// this process's environment but PATH), on free ports, until t ends.
+// this process's environment but PATH), until t ends.
 func startEmulator(t *testing.T, rie, bootstrap string, env ...string) *emulator {
 	t.Helper()
-	ports := freePorts(t, 2)
-	cmd := exec.Command(rie, "--log-level", "error",
-		"--runtime-interface-emulator-address", "127.0.0.1:"+ports[0],
-		"--runtime-api-address", "127.0.0.1:"+ports[1],
-		bootstrap)
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
-		"AWS_LAMBDA_FUNCTION_TIMEOUT=30",
+	emu, err := lambdaemu.Start(context.Background(), rie, bootstrap, append([]string{
 		"AWS_LAMBDA_FUNCTION_NAME=queen-" + filepath.Base(bootstrap),
 		"AWS_REGION=eu-west-1",
-	}, env...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	// Its own process group, so the function process goes with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 5 * time.Second
-	e := &emulator{t: t, name: filepath.Base(bootstrap), url: "http://127.0.0.1:" + ports[0] + "/2015-03-31/functions/function/invocations", out: out}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start emulator: %v", err)
+	}, env...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var once sync.Once
-	e.stop = func() {
-		once.Do(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-		})
-	}
+	e := &emulator{t: t, name: filepath.Base(bootstrap), emu: emu, stop: emu.Stop,
+		url: emu.Endpoint + "/2015-03-31/functions/" + lambdaemu.Function + "/invocations"}
 	t.Cleanup(func() {
 		e.stop()
 		if t.Failed() {
-			t.Logf("%s emulator output:\n%s", e.name, out.String())
+			t.Logf("%s emulator output:\n%s", e.name, emu.Output())
 		}
 	})
-	// The emulator says nothing when it starts listening (log level
-	// error) and offers no other signal: connecting is the only way to see
-	// it, so the port is polled until it answers.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+ports[0], time.Second)
-		if err == nil {
-			c.Close()
-			return e
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("emulator not listening after a minute: %v\n%s", err, out.String())
-		}
-		time.Sleep(10 * time.Millisecond) // the poll's interval
-	}
+	return e
 }
 
 // invoke sends one event and returns the function's response payload. A
@@ -275,66 +241,31 @@ func initToNext(t *testing.T, bootstrap string, env ...string) time.Duration {
 		"AWS_LAMBDA_FUNCTION_NAME=queen-" + filepath.Base(bootstrap),
 		"AWS_REGION=eu-west-1",
 	}, env...)
-	var out syncBuffer
+	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	stop := func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
+		_ = cmd.Wait() // the output is complete, and read only after this
+	}
 	select {
 	case at := <-asked:
+		stop()
 		return at.Sub(start)
 	case <-time.After(10 * time.Second):
+		stop()
 		t.Fatalf("%s never asked for an event:\n%s", bootstrap, out.String())
 		return 0
 	}
 }
 
-// freePorts returns n TCP ports on 127.0.0.1 free a moment ago.
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	var ports []string
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // logLines returns the function's JSON log lines whose msg is msg.
 func (e *emulator) logLines(msg string) []map[string]any {
 	var out []map[string]any
-	for _, line := range strings.Split(e.out.String(), "\n") {
+	for _, line := range strings.Split(e.emu.Output(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
 			out = append(out, m)
@@ -347,7 +278,7 @@ var errNoLine = errors.New("no such line")
 
 // emfLine returns the first Embedded Metric Format line of the output.
 func (e *emulator) emfLine() (map[string]any, error) {
-	for _, line := range strings.Split(e.out.String(), "\n") {
+	for _, line := range strings.Split(e.emu.Output(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && m["_aws"] != nil {
 			return m, nil

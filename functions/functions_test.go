@@ -538,7 +538,7 @@ func testReaper(t *testing.T, start func(env ...string) *emulator) {
 	}
 	emf, err := fn.emfLine()
 	if err != nil {
-		t.Fatalf("no EMF line in the output:\n%s", fn.out.String())
+		t.Fatalf("no EMF line in the output:\n%s", fn.emu.Output())
 	}
 	if !strings.Contains(fmt.Sprint(emf["_aws"]), "QueenServerless") || emf["DLQDepth"] != 0.0 || emf["MaxGroupLag"] != 2.0 {
 		t.Errorf("EMF line %v", emf)
