@@ -62,6 +62,10 @@ type Options struct {
 	// cold start does not pay for it before it needs the database, and a
 	// failure is retried at the next connection.
 	AWSConfig AWSConfigLoader
+	// MaxConns, when positive, is the pool's size in place of the
+	// environment's default (LambdaMaxConns, LocalMaxConns): the reaper
+	// function runs its lease batches side by side.
+	MaxConns int32
 }
 
 // URL returns the connection URL the configuration names, without any
@@ -100,6 +104,9 @@ func PoolConfig(cfg config.Config, opt Options) (*pgxpool.Config, error) {
 		pc.MinConns = 0
 	case !strings.Contains(connURL, "pool_max_conns"):
 		pc.MaxConns = LocalMaxConns
+	}
+	if opt.MaxConns > 0 {
+		pc.MaxConns = opt.MaxConns
 	}
 	if cfg.DatabaseURL == "" && cfg.DBIAMAuth {
 		iam := &iamAuth{load: opt.AWSConfig}

@@ -183,6 +183,15 @@ func TestPoolConfigIsProxySafe(t *testing.T) {
 			t.Errorf("MaxConns %d on Lambda, want 1", pc.MaxConns)
 		}
 	})
+	t.Run("a function that asks for more connections gets them", func(t *testing.T) {
+		pc, err := dbconn.PoolConfig(iamConfig(), dbconn.Options{MaxConns: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pc.MaxConns != 3 {
+			t.Errorf("MaxConns %d on Lambda with Options.MaxConns 3, want 3", pc.MaxConns)
+		}
+	})
 	t.Run("no database", func(t *testing.T) {
 		_, err := dbconn.PoolConfig(config.Config{}.WithDefaults(), dbconn.Options{})
 		if !errors.Is(err, dbconn.ErrNoDatabase) {

@@ -75,8 +75,13 @@ func Init(name string) *Function {
 // encryption key secret (QUEEN_ENCRYPTION_KEY_SECRET_ARN) the first time an
 // encrypted queue needs it, not here. It exits when the
 // configuration names no database.
-func (f *Function) OpenStore() {
-	pool, err := dbconn.NewPool(context.Background(), f.Config, dbconn.Options{})
+func (f *Function) OpenStore() { f.OpenStoreConns(0) }
+
+// OpenStoreConns is OpenStore with a pool of up to conns connections (0:
+// one), for a function that runs statements side by side (the reaper's
+// lease batches); each counts against the proxy's connection budget.
+func (f *Function) OpenStoreConns(conns int32) {
+	pool, err := dbconn.NewPool(context.Background(), f.Config, dbconn.Options{MaxConns: conns})
 	if err != nil {
 		Exit(f.Logger, "database pool", err)
 	}
