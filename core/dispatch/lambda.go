@@ -94,7 +94,10 @@ func (c *LambdaClient) call(ctx context.Context, function, kind string, payload 
 	if base == "" {
 		base = endpointFromEnv(cfg.Region)
 	}
-	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/2015-03-31/functions/" + url.PathEscape(function) + "/invocations")
+	// The function's name, ARN or alias ARN is one path segment, its
+	// colons escaped as the SDK escapes them.
+	name := strings.ReplaceAll(url.PathEscape(function), ":", "%3A")
+	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/2015-03-31/functions/" + name + "/invocations")
 	if err != nil {
 		return nil, nil, fmt.Errorf("invoke %s: %w", function, err)
 	}

@@ -332,11 +332,15 @@ func (h *Handler) run(ctx context.Context, key queen.WaitKey, until time.Time, r
 		}
 		d, err := h.Dispatcher.DrainUntil(ctx, sub, until)
 		rep.add(d)
+		if past(until) {
+			if err != nil { // a call cut off at the end: its lease expires
+				h.logger().WarnContext(ctx, "dispatch: run out of time", "queue", key.Queue,
+					"consumerGroup", key.Group, "err", err)
+			}
+			return h.handOver(ctx, key, rep)
+		}
 		if err != nil {
 			return err
-		}
-		if past(until) {
-			return h.handOver(ctx, key, rep)
 		}
 		if err := h.Store.ClearWake(ctx, key); err != nil {
 			return err
@@ -352,9 +356,15 @@ func (h *Handler) run(ctx context.Context, key queen.WaitKey, until time.Time, r
 	}
 }
 
+// handOverWithin bounds the hand-over, which may run after the run's
+// context ended (a call in flight took the run's last moments).
+const handOverWithin = 800 * time.Millisecond
+
 // handOver starts the next run of a subscription whose run is out of
 // time, with the wake renewed for it.
 func (h *Handler) handOver(ctx context.Context, key queen.WaitKey, rep *RunReport) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handOverWithin)
+	defer cancel()
 	if _, err := h.Store.RenewWake(ctx, key); err != nil {
 		return fmt.Errorf("hand over: %w", err)
 	}
