@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,5 +164,110 @@ func TestRetentionGapKeepsAttemptCounting(t *testing.T) {
 	}
 	if n := count(t, e, "SELECT count(*) FROM queen.dlq WHERE partition_name = 'p2'"); n != 0 {
 		t.Fatalf("%d dead letters for removed messages", n)
+	}
+}
+
+// Lease batches run side by side, in one pass and in passes that overlap,
+// and beside pops that notice the same expiries: each expired lease is one
+// failed attempt of its head, counted once (semantics.md §3.5.8). The head
+// comes back alone, after the retryDelay counted from the lease's end
+// (§3.4.4), and is dead-lettered on its (retryLimit+1)-th failed attempt,
+// its neighbour untouched.
+func TestConcurrentLeaseBatchesExpireEachLeaseOnce(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	const parts, passes = 200, 4
+	configure(t, e, "q", queen.QueueOptions{LeaseTime: ptr(10), RetryLimit: ptr(1), RetryDelay: ptr(5000)})
+	var items []queen.PushItem
+	for i := range parts {
+		for j := range 2 {
+			items = append(items, queen.PushItem{Queue: "q", Partition: fmt.Sprintf("p%d", i), Payload: payload(j)})
+		}
+	}
+	pushAllQueued(t, e, items)
+	popAll := func(want []int64, retryCount int) {
+		t.Helper()
+		for i := range parts {
+			r := pop(t, e, queen.PopRequest{Queue: "q", Partition: fmt.Sprintf("p%d", i), Batch: 2})
+			if !equal(offsets(r.Messages), want) || r.Messages[0].RetryCount != retryCount {
+				t.Fatalf("p%d: got %+v, want offsets %v, the first with retryCount %d", i, r.Messages, want, retryCount)
+			}
+		}
+	}
+	// reapAll runs overlapping passes, each with side by side batches of 7
+	// leases, while race pops every partition at the same time.
+	reapAll := func(race func(i int)) queen.ReapStats {
+		t.Helper()
+		stats := make([]queen.ReapStats, passes)
+		errs := make([]error, passes)
+		var wg sync.WaitGroup
+		for k := range passes {
+			wg.Go(func() { stats[k], errs[k] = e.Store.Reap(ctx, queen.ReapRequest{Batch: 7}) })
+		}
+		if race != nil {
+			for i := range parts {
+				wg.Go(func() { race(i) })
+			}
+		}
+		wg.Wait()
+		var sum queen.ReapStats
+		for k, st := range stats {
+			if errs[k] != nil {
+				t.Fatalf("pass %d: %v", k, errs[k])
+			}
+			sum.LeasesExpired += st.LeasesExpired
+			sum.DeadLettered += st.DeadLettered
+		}
+		return sum
+	}
+
+	// A first delivery of both messages; every consumer dies.
+	popAll([]int64{0, 1}, 0)
+	e.Clock.Advance(11 * time.Second)
+	if st := reapAll(nil); st.LeasesExpired != parts || st.DeadLettered != 0 {
+		t.Fatalf("first expiry: %d leases expired, %d dead-lettered, want %d and 0", st.LeasesExpired, st.DeadLettered, parts)
+	}
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 7}); err != nil || st.LeasesExpired != 0 {
+		t.Fatalf("reap after the expiries: %+v %v, want nothing left to expire", st, err)
+	}
+	// One attempt counted: the head alone, once the retryDelay after the
+	// lease's end (10 s + 5 s) has passed.
+	if r := pop(t, e, queen.PopRequest{Queue: "q", Batch: 2}); len(r.Messages) != 0 {
+		t.Fatalf("pop inside the retryDelay got %+v, want nothing", r.Messages)
+	}
+	e.Clock.Advance(4 * time.Second)
+	popAll([]int64{0}, 1)
+
+	// The second failed attempt (retryLimit 1) dead-letters the head,
+	// whether the reaper or the pop notices the expiry; the neighbour comes
+	// next, on its first attempt.
+	e.Clock.Advance(11 * time.Second)
+	popped := make([][]queen.Message, parts)
+	popErrs := make([]error, parts)
+	st := reapAll(func(i int) {
+		r, err := e.Store.Pop(ctx, queen.PopRequest{Queue: "q", Partition: fmt.Sprintf("p%d", i), Batch: 2})
+		popped[i], popErrs[i] = r.Messages, err
+	})
+	if st.LeasesExpired > parts || st.DeadLettered != st.LeasesExpired {
+		t.Fatalf("second expiry: %d leases expired, %d dead-lettered, want as many, at most %d",
+			st.LeasesExpired, st.DeadLettered, parts)
+	}
+	for i := range parts {
+		if popErrs[i] != nil {
+			t.Fatalf("p%d: pop beside the reaper: %v", i, popErrs[i])
+		}
+		if len(popped[i]) == 0 {
+			// It found the cursor held by a batch: the partition was busy.
+			popped[i] = pop(t, e, queen.PopRequest{Queue: "q", Partition: fmt.Sprintf("p%d", i), Batch: 2}).Messages
+		}
+		if m := popped[i]; !equal(offsets(m), []int64{1}) || m[0].RetryCount != 0 {
+			t.Fatalf("p%d after its head was dead-lettered: got %+v, want offset 1 on its first attempt", i, m)
+		}
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.dlq WHERE msg_offset = 0 AND attempts = 2"); n != parts {
+		t.Fatalf("%d heads dead-lettered after 2 attempts, want %d", n, parts)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.dlq"); n != parts {
+		t.Fatalf("%d dead letters, want %d", n, parts)
 	}
 }

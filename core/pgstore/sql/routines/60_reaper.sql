@@ -74,10 +74,12 @@ $fn$;
 
 -- _reap_leases_stale settles the due rows of queen.leases given as arrays
 -- whose cursor no longer holds their lease (deleted) or holds it extended
--- (given the cursor's expiry). Returns how many it settled.
+-- (given the cursor's expiry). Returns how many it settled. Its joins go
+-- by primary key, as _reap_leases' do.
 CREATE OR REPLACE FUNCTION queen._reap_leases_stale(p_leases uuid[], p_pids uuid[], p_groups text[],
                                                      p_now timestamptz)
-RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
+RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off
+    SET enable_hashjoin = off SET enable_mergejoin = off AS $fn$
 DECLARE
     v_gone  int;
     v_moved int;
@@ -98,93 +100,136 @@ BEGIN
 END
 $fn$;
 
+-- _reap_leases_rest expires through _expire, one by one, the leases the
+-- cursors given still hold: cursors _reap_leases locked and did not
+-- expire itself (a head to dead-letter, or one retention removed; see
+-- there). Returns the leases expired (n) and the heads dead-lettered
+-- (dead).
+CREATE OR REPLACE FUNCTION queen._reap_leases_rest(p_pids uuid[], p_groups text[], p_now timestamptz,
+                                                    OUT n int, OUT dead int)
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off
+    SET enable_hashjoin = off SET enable_mergejoin = off AS $fn$
+DECLARE
+    r record;
+BEGIN
+    n := 0;
+    dead := 0;
+    FOR r IN
+        SELECT c.partition_id, c.group_name
+        FROM unnest(p_pids, p_groups) AS u(pid, grp)
+        JOIN queen.consumers c ON c.partition_id = u.pid AND c.group_name = u.grp
+        WHERE c.lease_id IS NOT NULL
+    LOOP
+        CASE queen._expire(r.partition_id, r.group_name, p_now)
+            WHEN 'expired' THEN n := n + 1;
+            WHEN 'dead-lettered' THEN n := n + 1; dead := dead + 1;
+            ELSE NULL;
+        END CASE;
+    END LOOP;
+END
+$fn$;
+
 -- _reap_leases expires up to p_limit leases past their expiry, counting
 -- the attempt (the head is dead-lettered once past its retryLimit). It
--- takes the due rows of queen.leases, oldest first: a row whose cursor
--- still holds its lease is expired; a stale one (the cursor was acked,
--- sought or deleted since) is deleted; one whose lease was extended
--- behind its back is given the cursor's expiry. Returns {n, dead, rows}:
--- leases expired, heads dead-lettered, and rows done (a batch that comes
--- back short has caught up). Cursors another transaction holds are
--- skipped, and with them their rows. The common case — the head is there
--- and has attempts left — is one UPDATE for the whole batch, doing what
--- _expire does for it; the others (a head to dead-letter, or one
--- retention removed) go through _expire one by one.
--- Its statements are planned on every call (force_custom_plan): a batch
--- is thousands of rows, the planning a fraction of a millisecond, and a
--- generic plan kept from a moment when the tables looked empty (after
--- queues were deleted) would join them row by row with scans.
+-- takes the due rows of queen.leases, oldest first, and locks them:
+-- rows another batch holds are skipped, so batches can run side by side
+-- and no lease is taken by two. A row whose cursor still holds its lease
+-- is expired; a stale one (the cursor was acked, sought or deleted since)
+-- is deleted; one whose lease was extended behind its back is given the
+-- cursor's expiry. Cursors another transaction holds are skipped, and
+-- with them their rows, which stay due. Returns {n, dead, rows}: leases
+-- expired, heads dead-lettered, and rows done (a batch that comes back
+-- short has caught up).
+-- One statement locks the cursors, deletes their lease rows and expires
+-- the common case (the head is there and has attempts left), doing what
+-- _expire does for it. It reaches the rows it locked by their address
+-- (ctid), not by a second search of the primary key: a lease row locked
+-- by the first statement is the version the second sees. A cursor row
+-- changed by a transaction that committed after the statement began is
+-- locked in its newer version, which the statement's own UPDATE does not
+-- see, and is left with its lease. So when fewer cursors were expired
+-- than locked, _reap_leases_rest expires what they still hold; and the
+-- stale-row statements run only when some rows found no cursor to lock.
+-- Its statements join by address or primary key only (no hash or merge
+-- join): a hash join would read all of queen.consumers or queen.leases on
+-- every batch, so that a batch's cost would grow with the number of
+-- cursors. They are planned on every call (force_custom_plan): the
+-- arrays' sizes are known then, and a generic plan kept from a moment
+-- when the tables looked empty (after queues were deleted) would read
+-- them with scans.
 CREATE OR REPLACE FUNCTION queen._reap_leases(p_now timestamptz, p_limit int)
-RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off
+    SET enable_hashjoin = off SET enable_mergejoin = off AS $fn$
 DECLARE
-    v_leases uuid[];
-    v_pids   uuid[];
-    v_groups text[];
-    lk       record;
-    v_n      int := 0;
-    v_dead   int := 0;
-    v_rows   int;
+    v_leases      uuid[];
+    v_pids        uuid[];
+    v_groups      text[];
+    v_at          tid[];
+    v_rest_pids   uuid[];
+    v_rest_groups text[];
+    v_locked      int;
+    v_n           int;
+    v_rows        int;
+    v_rest        record;
 BEGIN
     SELECT coalesce(array_agg(l.lease_id), '{}'), coalesce(array_agg(l.partition_id), '{}'),
-           coalesce(array_agg(l.group_name), '{}')
-    INTO v_leases, v_pids, v_groups
-    FROM (SELECT lease_id, partition_id, group_name FROM queen.leases
+           coalesce(array_agg(l.group_name), '{}'), coalesce(array_agg(l.ctid), '{}')
+    INTO v_leases, v_pids, v_groups, v_at
+    FROM (SELECT lease_id, partition_id, group_name, ctid FROM queen.leases
           WHERE expires_at <= p_now
           ORDER BY expires_at
-          LIMIT p_limit) l;
+          LIMIT p_limit
+          FOR UPDATE SKIP LOCKED) l;
     IF cardinality(v_leases) = 0 THEN
         RETURN json_build_object('n', 0, 'dead', 0, 'rows', 0);
     END IF;
 
-    v_rows := queen._reap_leases_stale(v_leases, v_pids, v_groups, p_now);
+    WITH held AS (
+        -- The cursors still holding these leases, expired: locked.
+        SELECT c.partition_id, c.group_name, c.ctid AS cursor_at, u.at AS lease_at,
+               -- the head has attempts left and is stored (what queen._message_at finds)
+               c.attempts + 1 <= x.retry_limit
+               AND EXISTS (SELECT 1
+                           FROM (SELECT s.base_offset, s.txids, s.id_count FROM queen.segments s
+                                 WHERE s.partition_num = p.num AND s.base_offset <= c.committed + 1
+                                 ORDER BY s.base_offset DESC LIMIT 1) h
+                           WHERE c.committed + 1 - h.base_offset < queen.seg_count(h.txids, h.id_count)) AS common,
+               -- the failed attempt ended when the lease did
+               c.lease_expires_at + make_interval(secs => x.retry_delay_ms / 1000.0) AS retry_at
+        FROM unnest(v_leases, v_pids, v_groups, v_at) AS u(lease, pid, grp, at)
+        JOIN queen.consumers c ON c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease
+        JOIN queen.queues x ON x.id = c.queue_id
+        JOIN queen.partitions p ON p.id = c.partition_id
+        WHERE c.lease_expires_at <= p_now
+        FOR UPDATE OF c SKIP LOCKED
+    ), released AS (
+        DELETE FROM queen.leases l USING held h WHERE l.ctid = h.lease_at
+    ), expired AS (
+        UPDATE queen.consumers c
+        SET attempts = c.attempts + 1, head_only = true, batch_end = NULL, lease_id = NULL,
+            lease_expires_at = NULL, worker_id = NULL, updated_at = p_now, retry_at = h.retry_at
+        FROM held h
+        WHERE h.common AND c.ctid = h.cursor_at
+        RETURNING 1
+    )
+    SELECT k.locked, k.expired,
+           -- the cursors for _reap_leases_rest, read only when some were not expired
+           CASE WHEN k.expired < k.locked THEN (SELECT array_agg(h.partition_id ORDER BY h.partition_id, h.group_name)
+                                                FROM held h) END,
+           CASE WHEN k.expired < k.locked THEN (SELECT array_agg(h.group_name ORDER BY h.partition_id, h.group_name)
+                                                FROM held h) END
+    INTO v_locked, v_n, v_rest_pids, v_rest_groups
+    FROM (SELECT count(*) AS locked, (SELECT count(*) FROM expired) AS expired FROM held) k;
 
-    -- The cursors whose lease has expired, locked.
-    SELECT coalesce(array_agg(c.partition_id), '{}'), coalesce(array_agg(c.group_name), '{}')
-    INTO v_pids, v_groups
-    FROM (SELECT c.partition_id, c.group_name
-          FROM unnest(v_leases, v_pids, v_groups) AS u(lease, pid, grp)
-          JOIN queen.consumers c ON c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease
-          WHERE c.lease_expires_at <= p_now
-          FOR UPDATE OF c SKIP LOCKED) c;
-    IF cardinality(v_pids) = 0 THEN
-        RETURN json_build_object('n', 0, 'dead', 0, 'rows', v_rows);
+    v_rows := v_locked;
+    IF v_locked < cardinality(v_leases) THEN
+        v_rows := v_rows + queen._reap_leases_stale(v_leases, v_pids, v_groups, p_now);
     END IF;
-    v_rows := v_rows + cardinality(v_pids);
-    DELETE FROM queen.leases l
-    USING unnest(v_pids, v_groups) AS u(pid, grp), queen.consumers c
-    WHERE c.partition_id = u.pid AND c.group_name = u.grp
-      AND l.lease_id = c.lease_id AND l.partition_id = u.pid AND l.group_name = u.grp;
-
-    UPDATE queen.consumers c
-    SET attempts = c.attempts + 1, head_only = true, batch_end = NULL, lease_id = NULL,
-        lease_expires_at = NULL, worker_id = NULL, updated_at = p_now,
-        -- the failed attempt ended when the lease did
-        retry_at = c.lease_expires_at + make_interval(secs => x.retry_delay_ms / 1000.0)
-    FROM unnest(v_pids, v_groups) AS u(pid, grp), queen.queues x, queen.partitions p
-    WHERE c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id IS NOT NULL
-      AND x.id = c.queue_id AND p.id = c.partition_id
-      AND c.attempts + 1 <= x.retry_limit
-      -- the head is stored (what queen._message_at finds)
-      AND EXISTS (SELECT 1
-                  FROM (SELECT s.base_offset, s.txids, s.id_count FROM queen.segments s
-                        WHERE s.partition_num = p.num AND s.base_offset <= c.committed + 1
-                        ORDER BY s.base_offset DESC LIMIT 1) h
-                  WHERE c.committed + 1 - h.base_offset < queen.seg_count(h.txids, h.id_count));
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-
-    FOR lk IN
-        SELECT c.partition_id, c.group_name
-        FROM unnest(v_pids, v_groups) AS u(pid, grp)
-        JOIN queen.consumers c ON c.partition_id = u.pid AND c.group_name = u.grp
-        WHERE c.lease_id IS NOT NULL
-    LOOP
-        CASE queen._expire(lk.partition_id, lk.group_name, p_now)
-            WHEN 'expired' THEN v_n := v_n + 1;
-            WHEN 'dead-lettered' THEN v_n := v_n + 1; v_dead := v_dead + 1;
-            ELSE NULL;
-        END CASE;
-    END LOOP;
-    RETURN json_build_object('n', v_n, 'dead', v_dead, 'rows', v_rows);
+    IF v_n = v_locked THEN
+        RETURN json_build_object('n', v_n, 'dead', 0, 'rows', v_rows);
+    END IF;
+    SELECT * INTO v_rest FROM queen._reap_leases_rest(v_rest_pids, v_rest_groups, p_now);
+    RETURN json_build_object('n', v_n + v_rest.n, 'dead', v_rest.dead, 'rows', v_rows);
 END
 $fn$;
 
