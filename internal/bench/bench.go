@@ -36,7 +36,7 @@ const (
 	// DefaultReapRows is how many messages and dedup keys R clears.
 	DefaultReapRows = 200000
 	// DefaultReapLeases is how many expired leases R expires.
-	DefaultReapLeases = 20000
+	DefaultReapLeases = 50000
 )
 
 // Payload is the message every workload pushes.
