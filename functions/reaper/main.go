@@ -9,12 +9,14 @@ import (
 	"os"
 
 	"github.com/queen-serverless/queen/core/lambdafn"
+	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/reaper"
 )
 
 func main() {
 	fn := lambdafn.Init("reaper")
-	fn.OpenStore()
+	// Lease batches run side by side, one connection each.
+	fn.OpenStoreConns(pgstore.ReapConns)
 	h := &reaper.Handler{Store: fn.Store, Subscriptions: fn.Subscriptions(), Logger: fn.Logger, Metrics: os.Stdout}
 	fn.Start(lambdafn.Bounded(h.Invoke))
 }
