@@ -18,9 +18,12 @@ test: lint ## run every test (starts its own Postgres unless DATABASE_URL is set
 	@# time waiting (on Postgres, timers, the Lambda emulator), not computing.
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-go test-infra
 
+# The longest-running packages first, so that they do not start last.
+SLOW_TESTS := ./internal/soak ./core/pgstore
+
 .PHONY: test-go
 test-go: ## Go tests of core, functions and cmd against real Postgres, with the race detector (four packages at a time: most of their time is waiting)
-	$(GO) test -race -count=1 -p 4 ./...
+	$(GO) test -race -count=1 -p 4 $(SLOW_TESTS) ./...
 
 .PHONY: test-short
 test-short: ## the quick lane (about a minute): smaller random runs, no benchmark smoke test, no infra; four packages at a time
