@@ -26,7 +26,7 @@ test-go: ## Go tests of core, functions and cmd against real Postgres, with the 
 	$(GO) test -race -count=1 -p 4 $(SLOW_TESTS) ./...
 
 .PHONY: test-short
-test-short: ## the quick lane (about a minute): smaller random runs, no benchmark smoke test, no infra; four packages at a time
+test-short: ## the quick lane (under a minute): smaller random runs, no benchmark smoke test, no infra; four packages at a time
 	$(GO) test -short -count=1 -p 4 ./...
 
 .PHONY: test-infra
