@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,8 +19,10 @@ Usage:
   queen serve       run the HTTP API (every route, the web console at
                     /console/) and the reaper on
                     $QUEEN_PORT (default 6632); without $DATABASE_URL on an
-                    embedded PostgreSQL with its data in .queen/pgdata
-                    (flags: -host, -data-dir, -no-migrate; see queen serve -h)
+                    embedded PostgreSQL with its data in .queen/pgdata (run
+                    as root where user postgres cannot reach it, a link to
+                    /var/lib/queen-serverless/pgdata-<hash>)
+                    (flags: -host, -data-dir, -key-file, -no-migrate)
   queen migrate     apply the schema migrations to $DATABASE_URL
   queen bench       run the benchmark (docs/benchmarks.md) in a database of its own (on
                     $DATABASE_URL's server, else a throwaway cluster) and write
@@ -49,6 +53,8 @@ Usage:
   queen token       print an HS256 token signed with $QUEEN_JWT_SECRET, to try
                     the server's authentication (flags: -sub, -roles, -ttl)
   queen help        show this help
+  queen <command> -h
+                    the command's flags
 
 Configuration (environment): DATABASE_URL, QUEEN_PORT, QUEEN_MAX_WAIT_MS,
 QUEEN_MAX_BODY_BYTES, QUEEN_LOG_LEVEL, QUEEN_REAPER_INTERVAL, QUEEN_JWT_SECRET,
@@ -64,7 +70,16 @@ func main() {
 	}
 }
 
+// run runs the command args name. A command's -h prints its usage and is
+// not an error.
 func run(ctx context.Context, args []string) error {
+	if err := command(ctx, args); err != nil && !errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return nil
+}
+
+func command(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Print(usage)
 		return nil

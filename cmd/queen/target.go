@@ -21,6 +21,16 @@ import (
 func targetCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("target", flag.ContinueOnError)
 	addr := fs.String("listen", "127.0.0.1:8080", "address to listen on")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: queen target [-listen address]
+
+An example subscription target (docs/subscriptions.md): it prints each event
+it receives and answers as a Lambda function with partial-batch responses
+would, failing the records whose payload has "fail": true.
+
+`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
