@@ -10,7 +10,19 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: help
 help: ## show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36mmake %-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@# Names padded to the longest one; descriptions wrapped to the terminal
+	@# (80 columns when there is none), indented under their first line.
+	@awk -v cols="$$(tput cols 2>/dev/null || echo 80)" 'BEGIN { FS = ":.*## " } \
+	  /^[a-zA-Z_-]+:.*## / { n++; name[n] = $$1; text[n] = $$2; if (length($$1) > w) w = length($$1) } \
+	  END { indent = w + 9; if (cols < indent + 30) cols = indent + 30; if (cols > 120) cols = 120; \
+	    for (i = 1; i <= n; i++) { \
+	      line = sprintf("  \033[36mmake %-" w "s\033[0m  ", name[i]); len = indent; \
+	      k = split(text[i], word, " "); \
+	      for (j = 1; j <= k; j++) { \
+	        if (len > indent && len + 1 + length(word[j]) > cols) { line = line "\n" sprintf("%" indent "s", ""); len = indent } \
+	        else if (len > indent) { line = line " "; len++ } \
+	        line = line word[j]; len += length(word[j]) } \
+	      print line } }' $(MAKEFILE_LIST)
 
 .PHONY: test
 test: lint ## run every test (starts its own Postgres unless DATABASE_URL is set)
