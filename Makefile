@@ -38,7 +38,7 @@ test-go: ## Go tests of core, functions and cmd against real Postgres, with the 
 	$(GO) test -race -count=1 -p 4 $(SLOW_TESTS) ./...
 
 .PHONY: test-short
-test-short: ## the quick lane (under a minute): smaller random runs, no benchmark smoke test, no infra; four packages at a time
+test-short: ## the quick lane (about a minute on a 2-core machine, a minute and a half on the first run): smaller random runs, no benchmark smoke test, no infra; four packages at a time
 	$(GO) test -short -count=1 -p 4 ./...
 
 .PHONY: test-infra
@@ -111,7 +111,8 @@ build-lambda: ## only the Lambda bootstraps, with their sizes
 	done
 
 .PHONY: build-local
-build-local: ## only the local queen binary, build/queen
+build-local: ## only the local queen binary, build/queen (the first build takes about half a minute)
+	@echo "building $(BUILD_DIR)/queen (the first build takes about half a minute; later ones a second or so)…"
 	$(GO) build -trimpath -o $(BUILD_DIR)/queen ./cmd/queen
 
 .PHONY: run
