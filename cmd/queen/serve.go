@@ -133,12 +133,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return err
 		}
 		apiCfg.Identity = func(r *http.Request) string { return auth.Subject(r.Context()) }
+		apiCfg.Admin = func(r *http.Request) bool { return auth.Granted(r.Context(), auth.Admin) }
 	}
 	// Subscriptions are delivered in process, woken by the pushes this
 	// server commits (docs/subscriptions.md).
-	disp := dispatch.New(dispatch.Config{Store: store, Logger: log})
+	disp := dispatch.New(dispatch.Config{Store: store, Logger: log, Fence: cfg.Fence()})
 	apiCfg.OnPush = disp.Wake
 	apiCfg.OnSubscription = func(_ context.Context, s queen.Subscription) { disp.Changed(s) }
+	apiCfg.OnSubscriptionsGone = disp.Gone
 	api := httpapi.New(store, apiCfg)
 	var handler http.Handler = api.Handler(httpapi.AllGroups...)
 	if authn != nil {

@@ -125,7 +125,18 @@ func Required(method, path string) []Role {
 	return []Role{Admin}
 }
 
-type subjectKey struct{}
+type (
+	subjectKey struct{}
+	rolesKey   struct{}
+)
+
+// Granted reports whether the verified caller of the request whose
+// context this is holds role; true when authentication is off or the
+// route is public (every caller may then do everything).
+func Granted(ctx context.Context, role Role) bool {
+	have, ok := ctx.Value(rolesKey{}).([]Role)
+	return !ok || slices.ContainsFunc(have, func(h Role) bool { return h.Grants(role) })
+}
 
 // Subject is the verified caller of the request whose context this is;
 // "" when the route is public or authentication is off.
@@ -186,7 +197,8 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), subjectKey{}, c.Subject)))
+		ctx := context.WithValue(context.WithValue(r.Context(), subjectKey{}, c.Subject), rolesKey{}, have)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/queen-serverless/queen/core/crypt"
+	"github.com/queen-serverless/queen/core/egress"
 	"github.com/queen-serverless/queen/core/httpapi"
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
@@ -54,6 +55,8 @@ const (
 	EnvEncryptionKey       = "QUEEN_ENCRYPTION_KEY"
 	EnvEncryptionKeySecret = "QUEEN_ENCRYPTION_KEY_SECRET_ARN"
 	EnvDispatchFunction    = "QUEEN_DISPATCH_FUNCTION"
+	EnvSubscriptionURLs    = "QUEEN_SUBSCRIPTION_URLS"
+	EnvSubscriptionFuncs   = "QUEEN_SUBSCRIPTION_FUNCTIONS"
 
 	// EnvLambdaFunctionName is set by AWS Lambda (and the Runtime Interface
 	// Emulator) in every function: its presence means "running on Lambda".
@@ -195,6 +198,16 @@ type Config struct {
 	// (docs/subscriptions.md): pushes and the reaper start it with an
 	// asynchronous invoke. Empty: nothing starts it.
 	DispatchFunction string
+
+	// SubscriptionURLs (QUEEN_SUBSCRIPTION_URLS) is what subscriptions' URL
+	// targets may reach (egress.ParsePolicy: loopback, private, public,
+	// CIDR ranges, host names; "none"). Default egress.DefaultLocal, on
+	// Lambda egress.DefaultLambda (URL targets off).
+	SubscriptionURLs egress.Policy
+	// SubscriptionFunctions (QUEEN_SUBSCRIPTION_FUNCTIONS, comma-separated;
+	// set by the stack from its subscriptionTargets) are the functions
+	// subscriptions may deliver to. Default none.
+	SubscriptionFunctions []string
 }
 
 // FromEnv reads the configuration from the environment through getenv
@@ -272,6 +285,22 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	parse(EnvDefaultRetention, seconds(&c.Retention.Seconds))
 	parse(EnvDefaultCompleted, seconds(&c.Retention.CompletedSeconds))
+	urls := get(EnvSubscriptionURLs)
+	if urls == "" {
+		urls = egress.DefaultLocal
+		if c.Lambda {
+			urls = egress.DefaultLambda
+		}
+	}
+	var err error
+	if c.SubscriptionURLs, err = egress.ParsePolicy(urls); err != nil {
+		errs = append(errs, fmt.Errorf("%s=%q: %w", EnvSubscriptionURLs, urls, err))
+	}
+	for _, f := range strings.Split(get(EnvSubscriptionFuncs), ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			c.SubscriptionFunctions = append(c.SubscriptionFunctions, f)
+		}
+	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("config: %w", errors.Join(errs...))
 	}
@@ -389,7 +418,14 @@ func (c Config) Validate() error {
 // cannot hide a defect; each adds only what is its own (the caller's
 // identity, metrics).
 func (c Config) API(log *slog.Logger) httpapi.Config {
-	return httpapi.Config{MaxBodyBytes: c.MaxBodyBytes, MaxWait: c.MaxWait, Logger: log}
+	return httpapi.Config{MaxBodyBytes: c.MaxBodyBytes, MaxWait: c.MaxWait, Logger: log, Targets: c.Fence()}
+}
+
+// Fence is the egress fence of subscriptions' targets: the API checks a
+// target with it when a subscription is created, the dispatcher connects
+// through it.
+func (c Config) Fence() *egress.Fence {
+	return &egress.Fence{URLs: c.SubscriptionURLs, Functions: slices.Clone(c.SubscriptionFunctions)}
 }
 
 // Store is the engine's configuration: the deployment's retention
@@ -434,6 +470,10 @@ func (c Config) LogValue() slog.Value {
 	}
 	if c.EventPartitionField != "" {
 		attrs = append(attrs, slog.String("eventPartitionField", c.EventPartitionField))
+	}
+	attrs = append(attrs, slog.String("subscriptionUrls", c.SubscriptionURLs.String()))
+	if len(c.SubscriptionFunctions) > 0 {
+		attrs = append(attrs, slog.String("subscriptionFunctions", strings.Join(c.SubscriptionFunctions, ",")))
 	}
 	return slog.GroupValue(attrs...)
 }

@@ -3,11 +3,13 @@ package config_test
 import (
 	"bytes"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/queen-serverless/queen/core/config"
+	"github.com/queen-serverless/queen/core/egress"
 	"github.com/queen-serverless/queen/core/queen"
 )
 
@@ -57,18 +59,47 @@ func TestFromEnvParses(t *testing.T) {
 		"QUEEN_PORT": "7000", "QUEEN_REAPER_INTERVAL": "2s", "QUEEN_DB_PORT": "6543",
 		"QUEEN_DEFAULT_QUEUE": "events", "QUEEN_DEFAULT_PARTITION": "p 1", "QUEEN_EVENT_PARTITION_FIELD": "customer.id",
 		"QUEEN_DEFAULT_RETENTION_SECONDS": "3600", "QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS": "60",
+		"QUEEN_SUBSCRIPTION_URLS": "private, hooks.example.com", "QUEEN_SUBSCRIPTION_FUNCTIONS": "a, arn:aws:lambda:eu-west-1:1:function:b",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := config.Config{
-		DatabaseURL: "postgres://localhost/queen", DBPort: 6543, DBSSLMode: "require",
+		SubscriptionURLs:      egress.Policy{Private: true, Hosts: []string{"hooks.example.com"}},
+		SubscriptionFunctions: []string{"a", "arn:aws:lambda:eu-west-1:1:function:b"},
+		DatabaseURL:           "postgres://localhost/queen", DBPort: 6543, DBSSLMode: "require",
 		MaxWait: 1500 * time.Millisecond, MaxBodyBytes: 1024, LogLevel: slog.LevelDebug,
 		Port: 7000, ReaperInterval: 2 * time.Second, Retention: queen.RetentionDefaults{Seconds: 3600, CompletedSeconds: 60},
 		DefaultQueue: "events", DefaultPartition: "p 1", EventPartitionField: "customer.id",
 	}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+// URL targets default to the developer's machine and the public internet
+// under queen serve, and are off on Lambda until the stack lists what they
+// may reach; a bad allow list is refused at start.
+func TestSubscriptionURLDefaults(t *testing.T) {
+	t.Parallel()
+	local, err := config.FromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := local.SubscriptionURLs; !p.Loopback || !p.Public || p.Private {
+		t.Errorf("queen serve's default: %v, want public and loopback", p)
+	}
+	lambda, err := config.FromEnv(env(map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "admin", "QUEEN_DB_HOST": "proxy",
+		"QUEEN_DB_NAME": "queen", "QUEEN_DB_USER": "queen_app"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lambda.SubscriptionURLs.Off() {
+		t.Errorf("Lambda's default: %v, want URL targets off", lambda.SubscriptionURLs)
+	}
+	_, err = config.FromEnv(env(map[string]string{"QUEEN_SUBSCRIPTION_URLS": "loopback,10.0.0.0/99"}))
+	if err == nil || !strings.Contains(err.Error(), "QUEEN_SUBSCRIPTION_URLS") {
+		t.Errorf("a bad allow list: %v, want an error naming QUEEN_SUBSCRIPTION_URLS", err)
 	}
 }
 

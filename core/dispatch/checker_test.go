@@ -281,7 +281,7 @@ func inProcess(_ *testing.T, ctx context.Context, e *pgstoretest.Env, hung <-cha
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			dctx, kill := context.WithCancel(ctx)
-			d := dispatch.New(dispatch.Config{Store: e.Store, Logger: quiet})
+			d := dispatch.New(local(e.Store, quiet))
 			current.Lock()
 			current.d = d
 			current.Unlock()
@@ -320,7 +320,7 @@ func functionRuns(t *testing.T, ctx context.Context, e *pgstoretest.Env, hung <-
 	rs := &runStarter{ctx: ctx, wg: wg, runs: map[int]context.CancelFunc{}}
 	var kills atomic.Int64
 	t.Cleanup(func() { t.Logf("%d runs started, %d killed", rs.next, kills.Load()) })
-	rs.h = &dispatch.Handler{Store: e.Store, Dispatcher: dispatch.New(dispatch.Config{Store: e.Store, Logger: quiet}),
+	rs.h = &dispatch.Handler{Store: e.Store, Dispatcher: dispatch.New(local(e.Store, quiet)),
 		Starter: rs, Logger: quiet, Margin: time.Second}
 	w := &dispatch.Waker{Store: e.Store, Starter: rs, Logger: quiet}
 	wg.Go(func() {

@@ -16,11 +16,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/queen-serverless/queen/core/egress"
 	"github.com/queen-serverless/queen/core/queen"
 )
 
@@ -34,8 +36,11 @@ type Invoker interface {
 // Config configures a Dispatcher.
 type Config struct {
 	Store queen.Store
-	// HTTP posts to URL targets. Default: a client without an overall
-	// timeout (each delivery is bounded by its lease).
+	// Fence is what URL targets may reach (config.Config.Fence). nil: a
+	// fence that refuses every address.
+	Fence *egress.Fence
+	// HTTP posts to URL targets. Default: Fence's client, which connects
+	// only where the fence allows and follows no redirect.
 	HTTP *http.Client
 	// Lambda invokes function targets. Without it, subscriptions with a
 	// function target are left alone (nothing is leased for them).
@@ -59,11 +64,11 @@ type Dispatcher struct {
 	cfg Config
 
 	mu      sync.Mutex
-	running map[queen.WaitKey]bool // subscriptions being drained
-	again   map[queen.WaitKey]bool // woken while being drained: drain once more
-	pending map[string]bool        // queues woken since Run last looked
-	signal  chan struct{}          // one slot: something is pending
-	due     chan struct{}          // one slot: look for backlog (Due)
+	running map[queen.WaitKey]*drain // subscriptions being drained
+	again   map[queen.WaitKey]bool   // woken while being drained: drain once more
+	pending map[string]bool          // queues woken since Run last looked
+	signal  chan struct{}            // one slot: something is pending
+	due     chan struct{}            // one slot: look for backlog (Due)
 	wg      sync.WaitGroup
 
 	// The subscriptions as last listed (at the first wake and every Due)
@@ -77,13 +82,16 @@ type Dispatcher struct {
 
 // New returns a Dispatcher.
 func New(cfg Config) *Dispatcher {
+	if cfg.Fence == nil {
+		cfg.Fence = &egress.Fence{}
+	}
 	if cfg.HTTP == nil {
-		cfg.HTTP = &http.Client{}
+		cfg.HTTP = cfg.Fence.HTTPClient()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Dispatcher{cfg: cfg, running: map[queen.WaitKey]bool{}, again: map[queen.WaitKey]bool{},
+	return &Dispatcher{cfg: cfg, running: map[queen.WaitKey]*drain{}, again: map[queen.WaitKey]bool{},
 		pending: map[string]bool{}, signal: make(chan struct{}, 1), due: make(chan struct{}, 1)}
 }
 
@@ -119,6 +127,50 @@ func (d *Dispatcher) Changed(s queen.Subscription) {
 	d.told++
 	d.mu.Unlock()
 	d.Wake(s.Queue)
+}
+
+// drain is a subscription being drained: cancel stops it, done is closed
+// when it has stopped.
+type drain struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// errGone cancels the deliveries of a subscription that was deleted.
+var errGone = errors.New("the subscription was deleted")
+
+// Gone stops delivering the subscriptions a DELETE removed — queue's
+// subscription for group; "" queue: group's on every queue; "" group:
+// every subscription of queue — and returns once their deliveries in
+// flight have stopped (or ctx ends): no event is sent for them after it
+// returns. A batch leased and not yet answered is put back (acked retry:
+// no attempt counted), so the group's next reader gets it.
+// Other processes' dispatchers stop at their next lease, which checks the
+// subscription in its transaction.
+func (d *Dispatcher) Gone(ctx context.Context, queue, group string) {
+	match := func(q, g string) bool { return (queue == "" || q == queue) && (group == "" || g == group) }
+	d.mu.Lock()
+	if d.listed {
+		d.setSubs(slices.DeleteFunc(slices.Clone(d.subs), func(s queen.Subscription) bool {
+			return match(s.Queue, s.ConsumerGroup)
+		}))
+	}
+	d.told++
+	var stopping []chan struct{}
+	for k, dr := range d.running {
+		if match(k.Queue, k.Group) {
+			dr.cancel(errGone)
+			stopping = append(stopping, dr.done)
+		}
+	}
+	d.mu.Unlock()
+	for _, done := range stopping {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // setSubs replaces the cached subscriptions; d.mu is held.
@@ -216,12 +268,18 @@ func (d *Dispatcher) start(ctx context.Context, queues map[string]bool) {
 	defer d.mu.Unlock()
 	for _, s := range todo {
 		k := queen.WaitKey{Queue: s.Queue, Group: s.ConsumerGroup}
-		if d.running[k] {
+		if d.running[k] != nil {
 			d.again[k] = true
 			continue
 		}
-		d.running[k] = true
-		d.wg.Go(func() { d.drainLoop(ctx, k, s) })
+		dctx, cancel := context.WithCancelCause(ctx)
+		dr := &drain{cancel: cancel, done: make(chan struct{})}
+		d.running[k] = dr
+		d.wg.Go(func() {
+			defer close(dr.done)
+			defer cancel(nil)
+			d.drainLoop(dctx, k, s)
+		})
 	}
 }
 
@@ -249,18 +307,24 @@ func (d *Dispatcher) deliverable(ctx context.Context, subs []queen.Subscription)
 	return out
 }
 
+// drainLoop drains s, and again while it is woken meanwhile, each time as
+// the subscription was last listed or told.
 func (d *Dispatcher) drainLoop(ctx context.Context, k queen.WaitKey, s queen.Subscription) {
 	for {
 		if _, err := d.Drain(ctx, s); err != nil && ctx.Err() == nil {
 			d.cfg.Logger.Warn("dispatch: drain", "queue", s.Queue, "consumerGroup", s.ConsumerGroup, "err", err)
 		}
 		d.mu.Lock()
-		if !d.again[k] || ctx.Err() != nil {
+		i := slices.IndexFunc(d.subs, func(o queen.Subscription) bool {
+			return o.Queue == k.Queue && o.ConsumerGroup == k.Group
+		})
+		if !d.again[k] || ctx.Err() != nil || i < 0 || !d.delivers(d.subs[i]) {
 			delete(d.running, k)
 			delete(d.again, k)
 			d.mu.Unlock()
 			return
 		}
+		s = d.subs[i]
 		delete(d.again, k)
 		d.mu.Unlock()
 	}
@@ -290,12 +354,15 @@ func (d *Dispatcher) delivers(sub queen.Subscription) bool {
 //
 // It works in passes, and ends after a pass that leased nothing: within a
 // pass a worker whose pop finds nothing stops, though another worker may
-// be about to end a lease (a failed delivery's head is due again at once),
-// so only a pass without deliveries shows that nothing is left. Between
-// passes (each at most passLength) it reads the subscription again, and
-// stops once it is deleted or paused. After a pass whose deliveries all failed as a whole (the target
-// is down), it waits before the next, twice as long each time up to
-// maxBackoff, so an outage does not spend the messages' attempts at once.
+// be about to end a lease, so only a pass without deliveries shows that
+// nothing is left. Between passes (each at most passLength) it reads the
+// subscription again, and stops once it is deleted or paused. After a
+// pass whose deliveries all failed as a whole (the target is down), it
+// waits before the next, twice as long each time up to maxBackoff. A
+// failed attempt holds its partition back (retryDelay, at least a second,
+// enforced by the store whoever pops next), so Drain ends only after a
+// pass that leased nothing once the shortest hold is over; a longer
+// retryDelay is delivered after the reaper's next pass (Due) once it ends.
 func (d *Dispatcher) Drain(ctx context.Context, sub queen.Subscription) (Drained, error) {
 	return d.DrainUntil(ctx, sub, time.Time{})
 }
@@ -312,18 +379,34 @@ func (d *Dispatcher) DrainUntil(ctx context.Context, sub queen.Subscription, unt
 		case <-time.After(time.Duration(sub.BatchWindowMs) * time.Millisecond):
 		}
 	}
-	backoff := time.Duration(0)
+	var (
+		backoff     time.Duration
+		lastFailure time.Time // of the last failed attempt
+	)
 	for {
 		p, err := d.pass(ctx, sub, until)
 		total.Settled += p.settled
 		total.Failed += p.failed
 		total.MaxAge = max(total.MaxAge, p.maxAge)
-		if err != nil || p.batches == 0 || ctx.Err() != nil || past(until) {
+		if err != nil || ctx.Err() != nil || past(until) {
 			return total, err
 		}
-		if p.failed > 0 && p.settled == 0 {
+		if p.attempts > 0 {
+			lastFailure = time.Now()
+		}
+		var wait time.Duration
+		switch {
+		case p.batches == 0 && (lastFailure.IsZero() || time.Since(lastFailure) >= minBackoff):
+			return total, nil
+		case p.batches == 0: // the shortest hold of a failed attempt is not over yet
+			wait = minBackoff - time.Since(lastFailure)
+		case p.failed > 0 && p.settled == 0:
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-			wait := backoff
+			wait = backoff
+		default:
+			backoff = 0
+		}
+		if wait > 0 {
 			if !until.IsZero() {
 				wait = min(wait, time.Until(until))
 			}
@@ -332,8 +415,6 @@ func (d *Dispatcher) DrainUntil(ctx context.Context, sub queen.Subscription, unt
 				return total, nil
 			case <-time.After(wait):
 			}
-		} else {
-			backoff = 0
 		}
 		cur, err := d.cfg.Store.Subscription(ctx, sub.Queue, sub.ConsumerGroup)
 		if errors.Is(err, queen.ErrNotFound) || err == nil && (!cur.Enabled || cur.Target.URL == "" && d.cfg.Lambda == nil) {
@@ -349,9 +430,11 @@ func (d *Dispatcher) DrainUntil(ctx context.Context, sub queen.Subscription, unt
 // past reports whether until is set and has passed.
 func past(until time.Time) bool { return !until.IsZero() && !time.Now().Before(until) }
 
-// The wait after a pass whose deliveries all failed as a whole.
+// The wait after a pass whose deliveries all failed as a whole, and
+// between looks at a failed attempt's hold. minBackoff is a little over
+// the shortest hold, so that the first look after it finds it ended.
 const (
-	minBackoff = time.Second
+	minBackoff = time.Second + 100*time.Millisecond
 	maxBackoff = time.Minute
 )
 
@@ -359,6 +442,7 @@ const (
 // deliveries that failed as a whole, and the oldest record's age.
 type passResult struct {
 	settled, batches, failed int
+	attempts                 int // deliveries that counted a failed attempt
 	maxAge                   time.Duration
 }
 
@@ -391,6 +475,9 @@ func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription, drainUnti
 				if o.leased {
 					res.batches++
 				}
+				if o.attempted {
+					res.attempts++
+				}
 				if o.failed {
 					res.failed++
 					down.Store(true)
@@ -413,17 +500,18 @@ func (d *Dispatcher) pass(ctx context.Context, sub queen.Subscription, drainUnti
 // batch, whether the delivery failed as a whole, and the age of its
 // oldest record when it was sent.
 type delivery struct {
-	settled        int
-	leased, failed bool
-	age            time.Duration
+	settled                   int
+	leased, failed, attempted bool // attempted: a failed attempt was counted
+	age                       time.Duration
 }
 
 // deliverOne leases one partition's batch for sub's group and delivers it.
 // failing is called when the delivery failed as a whole, before the lease
 // is released.
 func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, failing func()) (delivery, error) {
+	target := sub.Target
 	res, err := d.cfg.Store.Pop(ctx, queen.PopRequest{Queue: sub.Queue, ConsumerGroup: sub.ConsumerGroup,
-		Batch: sub.BatchSize, Partitions: 1, Worker: Worker})
+		Batch: sub.BatchSize, Partitions: 1, Worker: Worker, Target: &target})
 	if err != nil || len(res.Messages) == 0 {
 		return delivery{}, err
 	}
@@ -449,19 +537,32 @@ func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, fai
 	if callErr == nil {
 		failed, callErr = failedItems(answer, sent)
 	}
+	// The batch is settled even when ctx ended meanwhile (the subscription
+	// was deleted, the server is stopping), within ctx's deadline.
+	sctx, cancelSettle := settleContext(ctx)
+	defer cancelSettle()
 	if callErr != nil {
-		// Failed as a whole: the lease ends as an expiry would.
-		if ctx.Err() != nil {
+		switch {
+		case errors.Is(context.Cause(ctx), errGone):
+			// Deleted: the batch goes back without an attempt counted.
+			head := res.Messages[0]
+			_, err := d.cfg.Store.Ack(sctx, []queen.Ack{{PartitionID: head.PartitionID, TransactionID: head.TransactionID,
+				ConsumerGroup: sub.ConsumerGroup, LeaseID: res.LeaseID, Status: queen.AckRetry,
+				Error: "the subscription was deleted"}})
+			return delivery{leased: true}, errors.Join(ctx.Err(), err)
+		case ctx.Err() != nil:
 			return delivery{leased: true}, ctx.Err() // shutting down: the lease expires by itself
 		}
+		// Failed as a whole: the lease ends as an expiry would.
 		failing()
 		d.cfg.Logger.Info("dispatch: delivery failed", "queue", sub.Queue, "consumerGroup", sub.ConsumerGroup,
 			"partition", res.Messages[0].Partition, "err", callErr)
-		err = d.cfg.Store.ReleaseLease(ctx, res.LeaseID)
+		err = d.cfg.Store.ReleaseLease(sctx, res.LeaseID)
 		if errors.Is(err, queen.ErrConflict) {
 			err = nil // it expired meanwhile: the reaper or a pop counted the attempt
 		}
-		return delivery{leased: true, failed: true, age: age}, errors.Join(err, d.record(ctx, sub, 0, callErr.Error()))
+		return delivery{leased: true, failed: true, attempted: true, age: age},
+			errors.Join(err, d.record(sctx, sub, 0, callErr.Error()))
 	}
 
 	acks := make([]queen.Ack, 0, len(res.Messages))
@@ -476,13 +577,27 @@ func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, fai
 		}
 		acks = append(acks, a)
 	}
-	if _, err := d.cfg.Store.Ack(ctx, acks); err != nil {
+	if _, err := d.cfg.Store.Ack(sctx, acks); err != nil {
 		// The lease ended before the ack (the target took too long): its
 		// expiry counted an attempt, and the batch comes again.
-		return delivery{leased: true, age: age}, errors.Join(fmt.Errorf("ack a delivered batch: %w", err),
-			d.record(ctx, sub, 0, err.Error()))
+		return delivery{leased: true, attempted: true, age: age}, errors.Join(fmt.Errorf("ack a delivered batch: %w", err),
+			d.record(sctx, sub, 0, err.Error()))
 	}
-	return delivery{settled: len(sent), leased: true, age: age}, d.record(ctx, sub, len(sent), "")
+	return delivery{settled: len(sent), leased: true, attempted: len(failed) > 0, age: age},
+		d.record(sctx, sub, len(sent), "")
+}
+
+// settleWithin bounds settling a batch whose delivery's context ended
+// without a deadline.
+const settleWithin = 10 * time.Second
+
+// settleContext is ctx without its cancellation, within its deadline (or
+// settleWithin): for the statements that settle a delivered batch.
+func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(context.WithoutCancel(ctx), dl)
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), settleWithin)
 }
 
 func (d *Dispatcher) record(ctx context.Context, sub queen.Subscription, settled int, why string) error {
@@ -503,20 +618,28 @@ func (d *Dispatcher) call(ctx context.Context, t queen.SubscriptionTarget, body 
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// Errors name the URL with its query redacted: they are recorded as
+	// the subscription's lastError.
+	shown := egress.Redacted(t.URL)
 	resp, err := d.cfg.HTTP.Do(req)
 	if err != nil {
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			ue.URL = shown
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: reading the answer: %w", shown, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", t.URL, resp.Status)
-	}
-	if len(answer) > maxAnswerBytes {
-		return nil, fmt.Errorf("%s answered more than %d bytes", t.URL, maxAnswerBytes)
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return nil, fmt.Errorf("%s answered %s: %w", shown, resp.Status, egress.ErrRedirect)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return nil, fmt.Errorf("%s answered %s", shown, resp.Status)
+	case len(answer) > maxAnswerBytes:
+		return nil, fmt.Errorf("%s answered more than %d bytes", shown, maxAnswerBytes)
 	}
 	return answer, nil
 }

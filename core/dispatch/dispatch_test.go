@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/dispatch"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
@@ -19,6 +21,16 @@ import (
 )
 
 func TestMain(m *testing.M) { pgstoretest.Main(m) }
+
+// local is the dispatcher's configuration as `queen serve` builds it: the
+// egress fence of the default configuration (loopback allowed), over st.
+func local(st queen.Store, log *slog.Logger) dispatch.Config {
+	cfg, err := config.FromEnv(func(string) string { return "" })
+	if err != nil {
+		panic(err)
+	}
+	return dispatch.Config{Store: st, Logger: log, Fence: cfg.Fence()}
+}
 
 // target is a user's endpoint: it records every event and answers what
 // answer says for it.
@@ -126,7 +138,7 @@ func TestDrainDeliversEveryMessageInOrder(t *testing.T) {
 	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, func(r *queen.SubscriptionRequest) { r.BatchSize = &size })
 	push(t, e.Store, "orders", 5, 9)
 
-	d := dispatch.New(dispatch.Config{Store: e.Store})
+	d := dispatch.New(local(e.Store, nil))
 	dr, err := d.Drain(context.Background(), sub)
 	if err != nil || dr.Settled != 45 {
 		t.Fatalf("drain: %d settled, %v; want 45", dr.Settled, err)
@@ -176,7 +188,7 @@ func TestFailedRecordIsRetriedThenDeadLettered(t *testing.T) {
 	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 	push(t, e.Store, "orders", 1, 5)
 
-	d := dispatch.New(dispatch.Config{Store: e.Store})
+	d := dispatch.New(local(e.Store, nil))
 	if _, err := d.Drain(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +224,7 @@ func TestFailedDeliveryIsALeaseExpiry(t *testing.T) {
 	tg := newTarget(t, firstThenComplete(http.StatusInternalServerError, map[string]string{"error": "boom"}))
 	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 	push(t, e.Store, "orders", 1, 3)
-	d := dispatch.New(dispatch.Config{Store: e.Store})
+	d := dispatch.New(local(e.Store, nil))
 	if _, err := d.Drain(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +251,7 @@ func TestEventsFitMaxBatchBytes(t *testing.T) {
 		r.MaxBatchBytes, r.BatchSize = &limit, &size
 	})
 	push(t, e.Store, "orders", 1, 30)
-	d := dispatch.New(dispatch.Config{Store: e.Store})
+	d := dispatch.New(local(e.Store, nil))
 	if dr, err := d.Drain(ctx, sub); err != nil || dr.Settled != 30 {
 		t.Fatalf("drain: %d, %v", dr.Settled, err)
 	}
@@ -266,7 +278,7 @@ func TestRunDeliversWhenWoken(t *testing.T) {
 	e := pgstoretest.New(t)
 	tg := newTarget(t, completeAll)
 	subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
-	d := dispatch.New(dispatch.Config{Store: e.Store})
+	d := dispatch.New(local(e.Store, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
@@ -300,7 +312,7 @@ func TestOutageBacksOff(t *testing.T) {
 	push(t, e.Store, "orders", 1, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
-	if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(ctx, sub); err != nil {
+	if _, err := dispatch.New(local(e.Store, nil)).Drain(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(tg.received()); n < 2 || n > 3 {
@@ -347,7 +359,7 @@ func TestDrainStopsWhenTheSubscriptionGoes(t *testing.T) {
 			}
 		}
 	}()
-	_, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(ctx, sub)
+	_, err := dispatch.New(local(e.Store, nil)).Drain(ctx, sub)
 	close(stopPushing)
 	<-pushed
 	if err != nil || ctx.Err() != nil {
@@ -373,7 +385,7 @@ func TestInvalidAnswersFailTheBatch(t *testing.T) {
 			tg := newTarget(t, firstThenComplete(http.StatusOK, answer))
 			sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 			push(t, e.Store, "orders", 1, 2)
-			if _, err := dispatch.New(dispatch.Config{Store: e.Store}).Drain(context.Background(), sub); err != nil {
+			if _, err := dispatch.New(local(e.Store, nil)).Drain(context.Background(), sub); err != nil {
 				t.Fatal(err)
 			}
 			evs := tg.received()
@@ -393,7 +405,7 @@ func TestWakesCostNothingWithoutASubscription(t *testing.T) {
 	e := pgstoretest.New(t)
 	tg := newTarget(t, completeAll)
 	counted := &storecount.Counting{Store: e.Store}
-	d := dispatch.New(dispatch.Config{Store: counted})
+	d := dispatch.New(local(counted, nil))
 	sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 	push(t, e.Store, "orders", 1, 1)
 	d.Changed(sub) // before Run: the listing at its first wake has it
@@ -454,7 +466,7 @@ func TestChangeDuringAListingIsKept(t *testing.T) {
 	e := pgstoretest.New(t)
 	tg := newTarget(t, completeAll)
 	st := &staleListing{Store: e.Store, read: make(chan struct{}), release: make(chan struct{})}
-	d := dispatch.New(dispatch.Config{Store: st})
+	d := dispatch.New(local(st, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()

@@ -72,13 +72,15 @@ func event(sub queen.Subscription, res queen.PopResult, maxBytes int) ([]byte, i
 }
 
 // errNotAResult is a target's answer that is not a partial-batch response.
-var errNotAResult = errors.New(`the answer is not null nor {"batchItemFailures": [...]}`)
+var errNotAResult = errors.New(`the answer is not empty, null nor one {"batchItemFailures": [...]}`)
 
 // failedItems reads a target's answer: the offsets of the records it
-// names as failed. An empty answer, null or {} fails none. As in Lambda's
-// own partial-batch contract, an identifier that names no record of the
-// batch (empty, null, or unknown) makes the answer invalid: the whole
-// batch failed.
+// names as failed. An empty answer, null or an object without failures
+// fails none. Anything else fails the whole batch: more than one JSON
+// value, a value that is not an object, an error payload, and — as in
+// Lambda's own partial-batch contract — an identifier that names no
+// record of the batch. An itemIdentifier that is a JSON string names a
+// transactionId, one that is a JSON number an offset.
 func failedItems(answer []byte, recs []queen.Message) (map[int64]bool, error) {
 	failed := map[int64]bool{}
 	answer = bytes.TrimSpace(answer)
@@ -94,26 +96,32 @@ func failedItems(answer []byte, recs []queen.Message) (map[int64]bool, error) {
 	if err := dec.Decode(&res); err != nil {
 		return nil, fmt.Errorf("%w: %v", errNotAResult, err)
 	}
+	if rest := bytes.TrimSpace(answer[dec.InputOffset():]); len(rest) > 0 {
+		return nil, fmt.Errorf("%w: more follows the first JSON value: %.80q", errNotAResult, rest)
+	}
 	byID := make(map[string]int64, len(recs))
 	for _, m := range recs {
 		byID[m.TransactionID] = m.Offset
 	}
 	for _, f := range res.BatchItemFailures {
 		var id string
-		if err := json.Unmarshal(f.ItemIdentifier, &id); err != nil {
-			var n json.Number
-			if err := json.Unmarshal(f.ItemIdentifier, &n); err != nil {
-				return nil, fmt.Errorf("%w: itemIdentifier %s is neither a string nor a number", errNotAResult, f.ItemIdentifier)
+		if err := json.Unmarshal(f.ItemIdentifier, &id); err == nil {
+			off, ok := byID[id]
+			if !ok {
+				return nil, fmt.Errorf("%w: itemIdentifier %s is the transactionId of no record of the batch",
+					errNotAResult, f.ItemIdentifier)
 			}
-			id = n.String()
-		}
-		if off, ok := byID[id]; ok {
 			failed[off] = true
 			continue
 		}
-		off, err := strconv.ParseInt(id, 10, 64)
+		var n json.Number
+		if err := json.Unmarshal(f.ItemIdentifier, &n); err != nil {
+			return nil, fmt.Errorf("%w: itemIdentifier %s is neither a string (a transactionId) nor a number (an offset)",
+				errNotAResult, f.ItemIdentifier)
+		}
+		off, err := strconv.ParseInt(n.String(), 10, 64)
 		if err != nil || !slices.ContainsFunc(recs, func(m queen.Message) bool { return m.Offset == off }) {
-			return nil, fmt.Errorf("%w: itemIdentifier %s names no record of the batch", errNotAResult, f.ItemIdentifier)
+			return nil, fmt.Errorf("%w: itemIdentifier %s is the offset of no record of the batch", errNotAResult, f.ItemIdentifier)
 		}
 		failed[off] = true
 	}

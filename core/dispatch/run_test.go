@@ -53,7 +53,7 @@ func pushOne(t *testing.T, st queen.Store, queue, partition, id string) {
 
 func newHandler(e *pgstoretest.Env, st dispatch.Starter) (*dispatch.Handler, *bytes.Buffer) {
 	var metrics bytes.Buffer
-	return &dispatch.Handler{Store: e.Store, Dispatcher: dispatch.New(dispatch.Config{Store: e.Store}),
+	return &dispatch.Handler{Store: e.Store, Dispatcher: dispatch.New(local(e.Store, nil)),
 		Starter: st, Metrics: &metrics}, &metrics
 }
 

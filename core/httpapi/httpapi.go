@@ -77,6 +77,19 @@ type Config struct {
 	// OnSubscription, when set, is told of each subscription created or
 	// changed through the API.
 	OnSubscription func(context.Context, queen.Subscription)
+	// OnSubscriptionsGone, when set, is told before a DELETE replies that
+	// subscriptions are gone: queue's subscription for group ("" queue:
+	// group's on every queue; "" group: every subscription of queue). The
+	// local dispatcher stops their deliveries before it returns.
+	OnSubscriptionsGone func(ctx context.Context, queue, group string)
+	// Targets checks a subscription's target when it is created or
+	// changed (config.Config.Fence: the egress fence and the declared
+	// functions). nil refuses every target.
+	Targets queen.TargetChecker
+	// Admin, when set, says whether the caller holds the admin role: only
+	// an admin sees a URL target's query and lastError in full. nil:
+	// every caller is an admin (no authentication).
+	Admin func(*http.Request) bool
 }
 
 // Metrics is what the API reports operations to; core/prommetrics

@@ -69,3 +69,24 @@ func TestEveryAcceptedNameIsRoutable(t *testing.T) {
 		}
 	}
 }
+
+// TestSeekRefusesUnroutableGroups: a seek can be a group's first use of a
+// queue, so it refuses a group name that no route could reach (empty, .
+// or .. between slashes) with a 400 naming consumerGroup, and stores
+// nothing: the group does not appear in the listings afterwards.
+func TestSeekRefusesUnroutableGroups(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	s.expect("POST", "/api/v1/push", `{"items":[{"queue":"sk","payload":1}]}`, 201)
+	for _, g := range []string{"a//b", "..", "a/./b", "a/", "/a", "."} {
+		r := s.do("POST", "/api/v1/consumer-groups/"+strings.ReplaceAll(url.PathEscape(g), ".", "%2E")+"/queues/sk/seek", `{"toEnd":true}`)
+		if r.status != 400 || !strings.Contains(r.errorText(t), "consumerGroup") {
+			t.Errorf("seek of group %q: %d %s, want a 400 naming consumerGroup", g, r.status, r.body)
+		}
+	}
+	r := s.do("GET", "/api/v1/consumer-groups", nil)
+	if r.status != 200 || strings.Contains(string(r.body), `"a//b"`) || strings.Contains(string(r.body), `".."`) {
+		t.Errorf("groups after the refused seeks: %d %s, want none of them stored", r.status, r.body)
+	}
+	s.expect("POST", "/api/v1/consumer-groups/"+url.PathEscape("a/b")+"/queues/sk/seek", `{"toEnd":true}`, 200)
+}

@@ -133,6 +133,7 @@ func (a *API) deleteQueue(w http.ResponseWriter, r *http.Request) error {
 	if err := a.store.DeleteQueue(r.Context(), r.PathValue("queue")); err != nil {
 		return err
 	}
+	a.gone(r.Context(), r.PathValue("queue"), "")
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "queue": r.PathValue("queue")})
 	return nil
 }
@@ -159,6 +160,7 @@ func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request) error {
 	if err := a.store.DeleteGroup(r.Context(), r.PathValue("group"), r.PathValue("queue")); err != nil {
 		return err
 	}
+	a.gone(r.Context(), r.PathValue("queue"), r.PathValue("group"))
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "consumerGroup": r.PathValue("group")})
 	return nil
 }

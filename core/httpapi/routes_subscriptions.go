@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
+	"github.com/queen-serverless/queen/core/egress"
 	"github.com/queen-serverless/queen/core/queen"
 )
 
@@ -55,6 +58,15 @@ func (a *API) putSubscription(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+	if _, err := req.Resolve(); err != nil {
+		return err
+	}
+	if a.cfg.Targets == nil {
+		return queen.Invalid("target", "this server delivers no subscriptions")
+	}
+	if err := a.cfg.Targets.CheckTarget(r.Context(), req.Target); err != nil {
+		return err
+	}
 	s, err := a.store.PutSubscription(r.Context(), req)
 	if err != nil {
 		return err
@@ -62,7 +74,7 @@ func (a *API) putSubscription(w http.ResponseWriter, r *http.Request) error {
 	if a.cfg.OnSubscription != nil {
 		a.cfg.OnSubscription(r.Context(), s)
 	}
-	writeJSON(w, http.StatusCreated, s)
+	writeJSON(w, http.StatusCreated, a.shown(r, s))
 	return nil
 }
 
@@ -70,6 +82,9 @@ func (a *API) listSubscriptions(w http.ResponseWriter, r *http.Request) error {
 	subs, err := a.store.Subscriptions(r.Context())
 	if err != nil {
 		return err
+	}
+	for i := range subs {
+		subs[i] = a.shown(r, subs[i])
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"subscriptions": subs})
 	return nil
@@ -80,7 +95,7 @@ func (a *API) getSubscription(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s)
+	writeJSON(w, http.StatusOK, a.shown(r, s))
 	return nil
 }
 
@@ -89,6 +104,33 @@ func (a *API) deleteSubscription(w http.ResponseWriter, r *http.Request) error {
 	if err := a.store.DeleteSubscription(r.Context(), queue, group); err != nil {
 		return err
 	}
+	a.gone(r.Context(), queue, group)
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "queue": queue, "consumerGroup": group})
 	return nil
+}
+
+// gone tells OnSubscriptionsGone that subscriptions were deleted.
+func (a *API) gone(ctx context.Context, queue, group string) {
+	if a.cfg.OnSubscriptionsGone != nil {
+		a.cfg.OnSubscriptionsGone(ctx, queue, group)
+	}
+}
+
+// shown is s as the caller may see it: to all but admins, a URL target's
+// query values (they may be tokens) are redacted, and so is lastError
+// (it may quote the URL).
+func (a *API) shown(r *http.Request, s queen.Subscription) queen.Subscription {
+	if a.cfg.Admin == nil || a.cfg.Admin(r) || s.Target.URL == "" {
+		return s
+	}
+	redacted := egress.Redacted(s.Target.URL)
+	if s.LastError != nil {
+		e := strings.ReplaceAll(*s.LastError, s.Target.URL, redacted)
+		if u, err := url.Parse(s.Target.URL); err == nil && u.RawQuery != "" {
+			e = strings.ReplaceAll(e, u.RawQuery, "REDACTED")
+		}
+		s.LastError = &e
+	}
+	s.Target.URL = redacted
+	return s
 }

@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -33,6 +35,7 @@ import (
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/core/reaper"
+	"github.com/queen-serverless/queen/core/routes"
 	"github.com/queen-serverless/queen/core/secrets"
 )
 
@@ -116,7 +119,7 @@ func (f *Function) Dispatch() *dispatch.Handler {
 	}
 	return &dispatch.Handler{
 		Store:      f.Store,
-		Dispatcher: dispatch.New(dispatch.Config{Store: f.Store, Lambda: f.Lambda, Logger: f.Logger}),
+		Dispatcher: dispatch.New(dispatch.Config{Store: f.Store, Lambda: f.Lambda, Logger: f.Logger, Fence: f.Config.Fence()}),
 		Starter:    dispatch.FunctionStarter{Client: f.Lambda, Function: self},
 		Logger:     f.Logger,
 		Metrics:    os.Stdout,
@@ -128,6 +131,7 @@ func (f *Function) Dispatch() *dispatch.Handler {
 func (f *Function) API() *httpapi.API {
 	cfg := f.Config.API(f.Logger)
 	cfg.Identity = GatewayIdentity
+	cfg.Admin = GatewayAdmin
 	if f.Waker != nil {
 		cfg.OnSubscription = f.Waker.Changed
 	}
@@ -150,6 +154,22 @@ func GatewayIdentity(r *http.Request) string {
 		return iam.UserARN
 	}
 	return ""
+}
+
+// GatewayAdmin reports whether API Gateway verified the caller as an
+// admin: a JWT whose scope claim grants the admin role, or no authorizer
+// on the route (anyone may do anything). An IAM caller's rights are in
+// IAM policies the function cannot read, so it is not taken for one.
+func GatewayAdmin(r *http.Request) bool {
+	rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context())
+	if !ok || rc.Authorizer == nil {
+		return true
+	}
+	if jwt := rc.Authorizer.JWT; jwt != nil {
+		return slices.Contains(jwt.Scopes, routes.ScopePrefix+string(routes.Admin)) ||
+			slices.Contains(strings.Fields(jwt.Claims["scope"]), routes.ScopePrefix+string(routes.Admin))
+	}
+	return false
 }
 
 // HTTP returns the API Gateway handler serving the given route groups.

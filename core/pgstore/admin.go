@@ -105,7 +105,7 @@ func (s *Store) Configure(ctx context.Context, req queen.ConfigureRequest) (quee
 
 // Seek implements queen.Store.
 func (s *Store) Seek(ctx context.Context, group, queue string, t queen.SeekTarget) ([]queen.SeekResult, error) {
-	if err := queen.ValidateText("group", group); err != nil {
+	if err := queen.ValidateGroup("consumerGroup", group); err != nil {
 		return nil, err
 	}
 	if err := queen.ValidateQueueName("queue", queue); err != nil {

@@ -27,6 +27,13 @@ type popArg struct {
 	From       *time.Time `json:"from,omitempty"`
 	Worker     string     `json:"worker,omitempty"`
 	Keys       []string   `json:"keys,omitempty"` // references of the keys the store holds
+	// Target makes the pop a subscription's delivery (queen.PopRequest.Target).
+	Target *popTarget `json:"target,omitempty"`
+}
+
+type popTarget struct {
+	URL      string `json:"url,omitempty"`
+	Function string `json:"function,omitempty"`
 }
 
 // popParams and popRow are queen.pop_v2's parameters and result (see
@@ -98,6 +105,9 @@ func (s *Store) Pop(ctx context.Context, req queen.PopRequest) (queen.PopResult,
 	}
 	a := popArg{Queue: req.Queue, Partition: req.Partition, Group: req.ConsumerGroup, Batch: req.Batch,
 		Partitions: req.Partitions, AutoAck: req.AutoAck, Mode: "all", Worker: req.Worker}
+	if t := req.Target; t != nil {
+		a.Target = &popTarget{URL: t.URL, Function: t.Function}
+	}
 	switch req.Mode {
 	case queen.SubscribeNew:
 		a.Mode = "new"

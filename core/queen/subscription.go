@@ -106,10 +106,7 @@ func ValidateSubscriptionKey(queue, group string) error {
 	if err := ValidateQueueName("queue", queue); err != nil {
 		return err
 	}
-	if err := ValidateText("consumerGroup", group); err != nil {
-		return err
-	}
-	return ValidateRoutable("consumerGroup", group)
+	return ValidateGroup("consumerGroup", group)
 }
 
 // Validate checks that the target names exactly one function or one
@@ -131,6 +128,13 @@ func (t SubscriptionTarget) Validate() error {
 		return Invalid("target.url", "must be an absolute http or https URL")
 	}
 	return nil
+}
+
+// TargetChecker checks a subscription's target when it is created or
+// changed, against what the deployment may call (egress.Fence); its
+// errors are FieldErrors.
+type TargetChecker interface {
+	CheckTarget(ctx context.Context, t SubscriptionTarget) error
 }
 
 // Delivery is what one delivery to a subscription's target did, for its

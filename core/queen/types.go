@@ -94,6 +94,11 @@ type PopRequest struct {
 	From time.Time
 	// Worker names the consumer, for listings.
 	Worker string
+	// Target, when set, makes the pop a subscription's delivery: it leases
+	// nothing unless the (Queue, ConsumerGroup) subscription is enabled and
+	// delivers to Target, checked in the transaction that takes the lease,
+	// so a deleted, paused or retargeted subscription is never delivered.
+	Target *SubscriptionTarget
 }
 
 // Message is one delivered message.

@@ -63,6 +63,10 @@ func ValidateText(field, s string) error {
 	return nil
 }
 
+// ValidateGroup checks a consumer group's name where it is first stored
+// (pop, seek, subscriptions): a route takes it in its path.
+func ValidateGroup(field, group string) error { return validatePathText(field, group) }
+
 // validatePathText is ValidateText and ValidateRoutable: a name a route
 // takes in its path.
 func validatePathText(field, s string) error {

@@ -27,6 +27,20 @@ BEGIN
 END
 $fn$;
 
+-- _failure_delay is how long a partition waits after a failed attempt of
+-- p_group (a failed ack, a lease expiry): the queue's retryDelay, and at
+-- least a second when a subscription delivers the group
+-- (docs/subscriptions.md §3), so that no dispatcher, however many workers
+-- or runs it has, spends the attempts faster than that.
+CREATE OR REPLACE FUNCTION queen._failure_delay(p_queue_id bigint, p_group text)
+RETURNS interval LANGUAGE sql STABLE AS $fn$
+    SELECT make_interval(secs => greatest(x.retry_delay_ms,
+               CASE WHEN EXISTS (SELECT 1 FROM queen.subscription_targets t
+                                 WHERE t.queue_name = x.name AND t.group_name = p_group)
+                    THEN 1000 ELSE 0 END) / 1000.0)
+    FROM queen.queues x WHERE x.id = p_queue_id
+$fn$;
+
 -- _wake forgets when a waiting partition was last found deliverable at the
 -- earliest (ready.not_before): called when a retryDelay hold ends before
 -- its time (the cursor moved on, a seek), since not_before must never be
@@ -50,7 +64,6 @@ DECLARE
     cr      queen.consumers;
     v_num   bigint;
     v_limit int;
-    v_delay int;
     v_att   int;
 BEGIN
     SELECT * INTO cr FROM queen.consumers WHERE partition_id = p_pid AND group_name = p_group;
@@ -77,7 +90,7 @@ BEGIN
         END IF;
         RETURN 'expired';
     END IF;
-    SELECT retry_limit, retry_delay_ms INTO v_limit, v_delay FROM queen.queues WHERE id = cr.queue_id;
+    SELECT retry_limit INTO v_limit FROM queen.queues WHERE id = cr.queue_id;
     v_att := cr.attempts + 1;
     IF v_att > v_limit THEN
         PERFORM queen._dead_letter(p_pid, p_group, cr.committed + 1,
@@ -97,7 +110,7 @@ BEGIN
     SET attempts = v_att, head_only = true, batch_end = NULL, lease_id = NULL,
         lease_expires_at = NULL, worker_id = NULL, updated_at = p_now,
         -- the failed attempt ended when the lease did
-        retry_at = cr.lease_expires_at + make_interval(secs => v_delay / 1000.0)
+        retry_at = cr.lease_expires_at + queen._failure_delay(cr.queue_id, p_group)
     WHERE partition_id = p_pid AND group_name = p_group;
     RETURN 'expired';
 END

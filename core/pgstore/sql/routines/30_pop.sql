@@ -295,7 +295,11 @@ $fn$;
 -- partitions under one lease id, sharing the batch budget), and returns
 -- them in delivery order, with the lease (NULL when nothing was leased, or
 -- with autoAck) and its expiry.
--- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker, keys}
+-- p_req: {queue, partition?, group?, batch, partitions, autoAck, mode, from, worker, keys, target?}
+-- With target ({url} or {function}) the pop is a subscription's delivery:
+-- it leases nothing unless the (queue, group) subscription is enabled and
+-- still delivers to that target, checked in the transaction that takes
+-- the lease.
 CREATE OR REPLACE FUNCTION queen._pop(p_req json, p_now timestamptz,
                                       OUT lease_id uuid, OUT lease_expires_at timestamptz,
                                       OUT items queen.popped[])
@@ -319,6 +323,13 @@ DECLARE
 BEGIN
     IF EXISTS (SELECT 1 FROM queen.maintenance WHERE mode = 'pop' AND enabled) THEN
         RETURN;  -- pop maintenance: nothing is delivered
+    END IF;
+    IF p_req->'target' IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM queen.subscription_targets t
+        WHERE t.queue_name = v_queue AND t.group_name = v_group AND t.enabled
+          AND t.target_url IS NOT DISTINCT FROM p_req->'target'->>'url'
+          AND t.target_function IS NOT DISTINCT FROM p_req->'target'->>'function') THEN
+        RETURN;  -- a subscription's delivery, and the subscription was deleted, paused or retargeted
     END IF;
     s := queen._subscribe(v_queue, v_group, p_req->>'mode', (p_req->>'from')::timestamptz, v_now);
     SELECT * INTO q FROM queen.queues WHERE name = v_queue;

@@ -523,7 +523,9 @@ BEGIN
         lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
         worker_id = CASE WHEN v_released THEN NULL ELSE worker_id END,
         -- retryDelay: an applied stop signal holds the partition back
-        retry_at = CASE WHEN sg.stop_applied THEN v_now + make_interval(secs => v_retry_delay / 1000.0)
+        retry_at = CASE WHEN sg.stop_applied AND sg.stop_attempts IS NOT NULL  -- a failed attempt
+                            THEN v_now + queen._failure_delay(cr.queue_id, p_grp)
+                        WHEN sg.stop_applied THEN v_now + make_interval(secs => v_retry_delay / 1000.0)
                         WHEN v_committed > cr.committed THEN NULL
                         ELSE retry_at END,
         updated_at = v_now

@@ -195,7 +195,7 @@ BEGIN
                                  ORDER BY s.base_offset DESC LIMIT 1) h
                            WHERE c.committed + 1 - h.base_offset < queen.seg_count(h.txids, h.id_count)) AS common,
                -- the failed attempt ended when the lease did
-               c.lease_expires_at + make_interval(secs => x.retry_delay_ms / 1000.0) AS retry_at
+               c.lease_expires_at + queen._failure_delay(x.id, c.group_name) AS retry_at
         FROM unnest(v_leases, v_pids, v_groups, v_at) AS u(lease, pid, grp, at)
         JOIN queen.consumers c ON c.partition_id = u.pid AND c.group_name = u.grp AND c.lease_id = u.lease
         JOIN queen.queues x ON x.id = c.queue_id
