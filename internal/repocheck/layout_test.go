@@ -13,7 +13,8 @@ import (
 var layoutRoots = []string{"core", "internal"}
 
 // TestLayoutNamesEveryPackage holds the README's Layout table to the tree:
-// every package directly under core/ and internal/ has a row.
+// every package directly under core/ and internal/ has a row, and every
+// path a row names exists.
 func TestLayoutNamesEveryPackage(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -32,6 +33,9 @@ func TestLayoutNamesEveryPackage(t *testing.T) {
 	for _, row := range cell.FindAllStringSubmatch(layout, -1) {
 		for _, p := range path.FindAllStringSubmatch(row[1], -1) {
 			named[p[1]] = true
+			if m, _ := filepath.Glob(filepath.Join("../..", p[1])); len(m) == 0 {
+				t.Errorf("README Layout names %s, which does not exist", p[1])
+			}
 		}
 	}
 	if len(named) == 0 {
