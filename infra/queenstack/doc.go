@@ -20,11 +20,14 @@
 // encryptionEnabled are sealed in the functions with a key ring kept in a second secret,
 // which push, pop, ack, dlq and admin read at run time (never through the environment).
 //
-// With SubscriptionTargets declared, a dispatch function delivers subscriptions
-// (docs/subscriptions.md): push, ack, dlq, admin and the reaper start it with an
-// asynchronous invoke, it invokes the declared target functions synchronously, and it
+// With SubscriptionTargets declared or URL targets allowed (SubscriptionURLAllow), a
+// dispatch function delivers subscriptions (docs/subscriptions.md): push, ack, dlq,
+// admin and the reaper start it with an asynchronous invoke, it invokes the declared
+// target functions synchronously, posts to URL targets through the egress fence, and
 // hands over to its next run by invoking itself; the functions reach the Lambda API
-// through an interface endpoint. Without targets none of it exists.
+// through an interface endpoint. Without either none of it exists; admin, which checks
+// a subscription's target when one is created, is told what the deployment allows
+// either way (URL targets "none" by default).
 //
 // What the stack records about itself (every log group, the database's exported logs,
 // Performance Insights, the alarm topic) is encrypted with its own KMS key.

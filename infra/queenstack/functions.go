@@ -44,6 +44,11 @@ const (
 	// EnvDispatchFunction names the dispatch function to the functions that start it
 	// (DispatchStarters) and to itself (subscriptions.go).
 	EnvDispatchFunction = config.EnvDispatchFunction
+
+	// EnvSubscriptionURLs and EnvSubscriptionFuncs tell admin and the dispatcher what
+	// subscriptions' targets may be (subscriptionEnv in subscriptions.go).
+	EnvSubscriptionURLs  = config.EnvSubscriptionURLs
+	EnvSubscriptionFuncs = config.EnvSubscriptionFuncs
 )
 
 var functionDescriptions = map[string]string{
@@ -55,7 +60,7 @@ var functionDescriptions = map[string]string{
 	"reaper":  "Queen reaper: one bounded maintenance pass per schedule tick",
 	"migrate": "Queen migrate: applies schema migrations at deploy time (custom resource)",
 
-	DispatchFunction: "Queen dispatch: delivers subscriptions to their target functions",
+	DispatchFunction: "Queen dispatch: delivers subscriptions to their targets (functions, URLs)",
 }
 
 // newFunctions defines every function of p.Functions() from its `make build` asset: arm64,
@@ -90,6 +95,9 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 	for _, name := range p.Functions() {
 		env := make(map[string]string, len(common)+4)
 		for k, v := range common {
+			env[k] = v
+		}
+		for k, v := range subscriptionEnv(p, name) {
 			env[k] = v
 		}
 		sg := n.FunctionsSG

@@ -142,7 +142,22 @@ var (
 			DispatchReservedConcurrency: 5,
 		}
 	}}
-	variants = map[string]*variant{"defaults": defaults, "custom": custom, "production": production, "subscriptions": subscriptions}
+	// subscriptionURLs: the defaults with URL targets allowed and no function declared.
+	subscriptionURLs = &variant{props: func() Props {
+		return Props{AssetsDir: assetsDir, MigrationNonce: "nonce-1", SubscriptionURLAllow: testSubscriptionURLAllow}
+	}}
+	// subscriptionsBoth: the declared functions of subscriptions, and public URL targets.
+	subscriptionsBoth = &variant{props: func() Props {
+		return Props{
+			AssetsDir: assetsDir, MigrationNonce: "nonce-1",
+			SubscriptionTargets:  testSubscriptionTargets,
+			SubscriptionURLAllow: []string{"public"},
+		}
+	}}
+	variants = map[string]*variant{
+		"defaults": defaults, "custom": custom, "production": production,
+		"subscriptions": subscriptions, "subscriptionURLs": subscriptionURLs, "subscriptionsBoth": subscriptionsBoth,
+	}
 )
 
 // synth builds the stack in an app carrying the feature flags of cdk.json, so the

@@ -32,7 +32,8 @@ var FunctionNames = []string{"push", "pop", "ack", "dlq", "admin", "reaper", "mi
 
 // DispatchFunction is the function that delivers subscriptions (docs/subscriptions.md),
 // built by `make build` as <AssetsDir>/dispatch/bootstrap. A stack has it only when it
-// declares SubscriptionTargets (Props.Functions lists what a stack has).
+// declares SubscriptionTargets or SubscriptionURLAllow (Props.Functions lists what a
+// stack has).
 const DispatchFunction = "dispatch"
 
 // Documented defaults. Zero values in Props are replaced by these in WithDefaults.
@@ -280,10 +281,11 @@ type Props struct {
 	AdminReservedConcurrency  float64
 	ReaperReservedConcurrency float64
 	// DispatchReservedConcurrency caps the dispatch function's runs (with
-	// SubscriptionTargets only; set without them it is an error). Default
-	// Unreserved, by the rule above: a first deploy with subscriptions succeeds in
-	// a new account too. A reservation needs the quota above (the sum of the
-	// reservations plus 100, e.g. 111 for a dispatcher reservation of 11 alone).
+	// SubscriptionTargets or SubscriptionURLAllow only; set without either it is an
+	// error). Default Unreserved, by the rule above: a first deploy with
+	// subscriptions succeeds in a new account too. A reservation needs the quota
+	// above (the sum of the reservations plus 100, e.g. 111 for a dispatcher
+	// reservation of 11 alone).
 	// Why reserve: a run delivers one subscription, so as many run at once as
 	// subscriptions have something due; each holds a container while it waits on
 	// its target, and each synchronous call one of the target's, so many busy
@@ -320,7 +322,9 @@ type Props struct {
 
 	// SubscriptionTargets are the functions subscriptions may deliver to: names,
 	// function ARNs or qualified (version or alias) ARNs, as a subscription's
-	// target names them. Declaring any adds the dispatch function, which may
+	// target names them. The admin function gets them, joined by commas as
+	// declared, in QUEEN_SUBSCRIPTION_FUNCTIONS, and refuses (400) a subscription
+	// naming another function. Declaring any adds the dispatch function, which may
 	// lambda:InvokeFunction on exactly these (a name becomes the function's ARN in
 	// the stack's account and Region, name:qualifier likewise with its qualifier;
 	// an ARN is taken as given), a Lambda interface endpoint for the functions, and
@@ -332,6 +336,34 @@ type Props struct {
 	// its resource policy; it must be in the stack's Region, whose Lambda API is the
 	// only one the functions reach.
 	SubscriptionTargets []string
+	// SubscriptionURLAllow is what subscriptions' URL targets may reach on AWS
+	// (core/egress): host names ("hooks.example.com"), every name below a domain
+	// ("*.example.com"), CIDR ranges or addresses ("10.20.0.0/16", "203.0.113.7"),
+	// and the classes "public" (every public unicast address) and "private"
+	// (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7; the stack's own VPC
+	// too). Empty (the default): URL targets are off. The admin function, which
+	// checks a target when a subscription is created, and the dispatcher, which
+	// connects through the fence, get it joined by commas in
+	// QUEEN_SUBSCRIPTION_URLS, or "none" when empty, always written out so neither
+	// rests on the functions' default. Allowing any URL adds the dispatch
+	// function, as SubscriptionTargets do. Refused at synth: "loopback", and any
+	// range, address or name that includes it (127.0.0.0/8, ::1, 0.0.0.0/0, localhost): on
+	// Lambda loopback is the function itself and its runtime API; "none" (leave
+	// the list empty instead); anything egress.ParsePolicy does not read. Whatever
+	// is listed, the fence always refuses link-local addresses (169.254.0.0/16,
+	// fe80::/10, with the instance metadata service), AWS's metadata, DNS and time
+	// service (fd00:ec2::/32), unspecified, multicast, broadcast and reserved
+	// addresses, and follows no redirect.
+	//
+	// Reaching a target: the functions run in isolated subnets with no route out
+	// of the VPC, and their security group (Network.FunctionsSG) lets them out to
+	// the proxy and the stack's endpoints only. A URL target must be reachable
+	// from there: an interface endpoint of the target's VPC endpoint service
+	// (PrivateLink) in the function subnets, a peered VPC or transit gateway with
+	// routes to it, or a NAT gateway the operator adds for public targets; and the
+	// operator opens the functions' security group to the target's address and
+	// port. Listing a host here allows it; it does not make it reachable.
+	SubscriptionURLAllow []string
 
 	// IngestQueue adds an SQS queue (with its own DLQ) feeding the push function.
 	// nil means DefaultIngestQueue.

@@ -142,6 +142,7 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("reaperReservedConcurrency", &p.ReaperReservedConcurrency)
 	num("dispatchReservedConcurrency", &p.DispatchReservedConcurrency)
 	list("subscriptionTargets", &p.SubscriptionTargets)
+	list("subscriptionUrlAllow", &p.SubscriptionURLAllow)
 	num("ingestMaxConcurrency", &p.IngestMaxConcurrency)
 	num("ingestMaxReceiveCount", &p.IngestMaxReceiveCount)
 	num("ingestRetryMinutes", &p.IngestRetryMinutes)

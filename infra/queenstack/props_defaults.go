@@ -93,8 +93,11 @@ func (p Props) Burstable() bool {
 }
 
 // Subscriptions reports whether the stack delivers subscriptions on AWS: it declares
-// SubscriptionTargets, and so has the dispatch function.
-func (p Props) Subscriptions() bool { return len(p.SubscriptionTargets) > 0 }
+// SubscriptionTargets or allows URL targets (SubscriptionURLAllow), and so has the
+// dispatch function.
+func (p Props) Subscriptions() bool {
+	return len(p.SubscriptionTargets) > 0 || len(p.SubscriptionURLAllow) > 0
+}
 
 // Functions lists the Lambda functions of the stack: FunctionNames, and
 // DispatchFunction when it delivers subscriptions.

@@ -62,6 +62,10 @@ func TestWithDefaults(t *testing.T) {
 	if q := (Props{SubscriptionTargets: []string{"billing"}, DispatchReservedConcurrency: 11}).WithDefaults().LambdaQuotaNeeded(); q != 111 {
 		t.Errorf("a dispatcher reservation of 11 needs a quota of %v, want 111", q)
 	}
+	urls := Props{SubscriptionURLAllow: []string{"public"}}.WithDefaults()
+	if !urls.Subscriptions() || !slices.Contains(urls.Functions(), DispatchFunction) {
+		t.Errorf("with URL targets allowed: functions %v", urls.Functions())
+	}
 	if sub.SubscriptionLagThreshold != 10000 || sub.SubscriptionIteratorAgeSecThreshold != 300 {
 		t.Errorf("subscription alarms: lag %v, iterator age %v s", sub.SubscriptionLagThreshold, sub.SubscriptionIteratorAgeSecThreshold)
 	}
@@ -173,6 +177,7 @@ func TestPropsFromContext(t *testing.T) {
 		"popReservedConcurrency": "-1", "reaperReservedConcurrency": 2.0, "ingestMaxConcurrency": "20", "proxyBorrowTimeoutSec": "3",
 		"allocatedStorageGib": "50", "maxAllocatedStorageGib": 500.0,
 		"subscriptionTargets":         "billing-handler, arn:aws:lambda:us-east-1:123456789012:function:audit:live,",
+		"subscriptionUrlAllow":        "hooks.example.com, 10.20.0.0/16",
 		"dispatchReservedConcurrency": "4", "subscriptionLagThreshold": 50.0, "subscriptionIteratorAgeSecThreshold": "60",
 	}
 	p, err := PropsFromContext(func(k string) any { return ctx[k] })
@@ -185,6 +190,7 @@ func TestPropsFromContext(t *testing.T) {
 		p.PopReservedConcurrency != Unreserved || p.ReaperReservedConcurrency != 2 || p.IngestMaxConcurrency != 20 || p.ProxyBorrowTimeoutSec != 3 ||
 		p.AllocatedStorageGiB != 50 || p.MaxAllocatedStorageGiB != 500 ||
 		strings.Join(p.SubscriptionTargets, "|") != "billing-handler|arn:aws:lambda:us-east-1:123456789012:function:audit:live" ||
+		strings.Join(p.SubscriptionURLAllow, "|") != "hooks.example.com|10.20.0.0/16" ||
 		p.DispatchReservedConcurrency != 4 || p.SubscriptionLagThreshold != 50 || p.SubscriptionIteratorAgeSecThreshold != 60 {
 		t.Errorf("parsed %+v", p)
 	}
@@ -194,9 +200,9 @@ func TestPropsFromContext(t *testing.T) {
 	}
 	// cdk.json may give a list as a JSON array.
 	if p, err := PropsFromContext(func(k string) any {
-		return map[string]any{"subscriptionTargets": []any{"billing", " reports:v2 "}}[k]
-	}); err != nil || strings.Join(p.SubscriptionTargets, "|") != "billing|reports:v2" {
-		t.Errorf("subscriptionTargets from a JSON array: %q, %v", p.SubscriptionTargets, err)
+		return map[string]any{"subscriptionTargets": []any{"billing", " reports:v2 "}, "subscriptionUrlAllow": []any{"*.example.com", "private"}}[k]
+	}); err != nil || strings.Join(p.SubscriptionTargets, "|") != "billing|reports:v2" || strings.Join(p.SubscriptionURLAllow, "|") != "*.example.com|private" {
+		t.Errorf("lists from JSON arrays: targets %q, URL allow list %q, %v", p.SubscriptionTargets, p.SubscriptionURLAllow, err)
 	}
 	empty, err := PropsFromContext(func(string) any { return nil })
 	if err != nil || empty.IngestQueue != nil || empty.Engine != "" {

@@ -118,7 +118,7 @@ func (p Props) Validate() error {
 		}
 	}
 	if !p.Subscriptions() && p.DispatchReservedConcurrency != Unreserved {
-		bad("dispatchReservedConcurrency %v: there is no dispatch function without subscriptionTargets", p.DispatchReservedConcurrency)
+		bad("dispatchReservedConcurrency %v: there is no dispatch function without subscriptionTargets or subscriptionUrlAllow", p.DispatchReservedConcurrency)
 	} else if p.DispatchReservedConcurrency != Unreserved && p.DispatchReservedConcurrency >= p.ProxyClientConnectionsThreshold {
 		bad("dispatchReservedConcurrency %v: want fewer than proxyClientConnectionsThreshold %v (each run is a client of the proxy)", p.DispatchReservedConcurrency, p.ProxyClientConnectionsThreshold)
 	}
@@ -131,6 +131,9 @@ func (p Props) Validate() error {
 		if err := checkSubscriptionTarget(t); err != nil {
 			bad("subscriptionTargets: %v", err)
 		}
+	}
+	for _, err := range checkSubscriptionURLAllow(p.SubscriptionURLAllow) {
+		bad("subscriptionUrlAllow: %v", err)
 	}
 	if p.IngestMaxReceiveCount < 1 || p.IngestMaxReceiveCount > 1000 {
 		bad("ingestMaxReceiveCount %v: want 1..1000", p.IngestMaxReceiveCount)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 
@@ -13,12 +14,18 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdadestinations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/queen-serverless/queen/core/egress"
 )
 
-// Subscriptions on AWS (docs/subscriptions.md): with SubscriptionTargets declared the
-// stack adds the dispatch function, which invokes the targets synchronously, the
-// Lambda interface endpoint the functions reach the Lambda API through (network.go),
-// and the subscription alarms (monitoring.go). Without targets it adds nothing.
+// Subscriptions on AWS (docs/subscriptions.md): with SubscriptionTargets declared or
+// URL targets allowed (SubscriptionURLAllow) the stack adds the dispatch function,
+// which invokes the target functions synchronously and posts to the URL targets
+// through the egress fence (core/egress), the Lambda interface endpoint the functions
+// reach the Lambda API through (network.go), and the subscription alarms
+// (monitoring.go). Without either it adds nothing. Whatever it declares, the admin
+// function checks a subscription's target against it when one is created
+// (subscriptionEnv).
 
 // DispatchStarters are the functions that start the dispatcher with an asynchronous
 // invoke: push after its commit, ack for the pushes of a transaction, dlq when it
@@ -54,6 +61,71 @@ func checkSubscriptionTarget(target string) error {
 		return nil
 	}
 	return fmt.Errorf("%q: want a function name, name:qualifier or a function ARN (no wildcards)", target)
+}
+
+// loopbackRanges are what "loopback" names, as the fence judges an address (IPv4
+// as itself, however written).
+var loopbackRanges = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// checkSubscriptionURLAllow reports every entry of SubscriptionURLAllow the functions
+// would not read (egress.ParsePolicy), and every one that allows loopback: on Lambda,
+// loopback is the function itself and its runtime API, never a target. "none" is
+// refused too: the empty list is the one way to say it.
+func checkSubscriptionURLAllow(allow []string) []error {
+	var errs []error
+	for _, entry := range allow {
+		policy, err := egress.ParsePolicy(entry)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch {
+		case policy.Off():
+			errs = append(errs, fmt.Errorf("%q: leave the list empty for no URL targets", entry))
+		case policy.Loopback:
+			errs = append(errs, fmt.Errorf("%q: on Lambda loopback is the function itself and its runtime API, never a target; "+
+				"a target on AWS is reached over the VPC (list its host, range, %q or %q)", entry, egress.Private, egress.Public))
+		}
+		for _, pfx := range policy.Prefixes {
+			for _, lo := range loopbackRanges {
+				if pfx.Overlaps(lo) {
+					errs = append(errs, fmt.Errorf("%q includes loopback (%s), which on Lambda is the function itself; "+
+						"list %q or %q, or narrower ranges", entry, lo, egress.Public, egress.Private))
+				}
+			}
+		}
+		for _, h := range policy.Hosts {
+			if name := strings.TrimPrefix(h, "*."); name == "localhost" || strings.HasSuffix(name, ".localhost") {
+				errs = append(errs, fmt.Errorf("%q names loopback, which on Lambda is the function itself", entry))
+			}
+		}
+	}
+	return errs
+}
+
+// subscriptionEnv is what the functions that check or reach subscription targets are
+// told of them: admin, which checks a target when a subscription is created, the
+// declared functions (EnvSubscriptionFuncs, when there are any: none is the functions'
+// default everywhere) and the URL allow list (EnvSubscriptionURLs); the dispatcher,
+// which connects to URL targets through the fence, the allow list. The list is
+// written out as "none" when empty, so that neither function rests on its default.
+// Other functions get nothing.
+func subscriptionEnv(p Props, function string) map[string]string {
+	urls := strings.Join(p.SubscriptionURLAllow, ",")
+	if urls == "" {
+		urls = egress.None
+	}
+	switch function {
+	case "admin":
+		env := map[string]string{EnvSubscriptionURLs: urls}
+		if len(p.SubscriptionTargets) > 0 {
+			env[EnvSubscriptionFuncs] = strings.Join(p.SubscriptionTargets, ",")
+		}
+		return env
+	case DispatchFunction:
+		return map[string]string{EnvSubscriptionURLs: urls}
+	}
+	return nil
 }
 
 // subscriptionTargetARN is the ARN the dispatcher's grant names for a declared
@@ -106,7 +178,8 @@ func dispatchFunctionProps(s awscdk.Stack, fp *awslambda.FunctionProps) {
 //   - DispatchStarters get its name and lambda:InvokeFunction on it; so does the
 //     dispatcher, in a policy of its own (in its role's default policy, which the
 //     function waits for, the grant on its own ARN would be a cycle);
-//   - the dispatcher may invoke exactly the declared targets (subscriptionTargetARN);
+//   - the dispatcher may invoke exactly the declared targets (subscriptionTargetARN),
+//     and no function at all but itself when none is declared (URL targets only);
 //   - the starters and the dispatcher wait for the Lambda endpoint, their way to the
 //     Lambda API;
 //   - its asynchronous invocations are not retried and keep for six hours while no
@@ -134,11 +207,13 @@ func newSubscriptions(s awscdk.Stack, p Props, st *Stack) awssqs.Queue {
 		Statements: &[]awsiam.PolicyStatement{invoke(dispatch.FunctionArn())},
 	})
 
-	targets := make([]*string, len(p.SubscriptionTargets))
-	for i, t := range p.SubscriptionTargets {
-		targets[i] = subscriptionTargetARN(s, t)
+	if len(p.SubscriptionTargets) > 0 { // a statement on no resource is invalid
+		targets := make([]*string, len(p.SubscriptionTargets))
+		for i, t := range p.SubscriptionTargets {
+			targets[i] = subscriptionTargetARN(s, t)
+		}
+		dispatch.AddToRolePolicy(invoke(targets...))
 	}
-	dispatch.AddToRolePolicy(invoke(targets...))
 
 	failed := awssqs.NewQueue(s, jsii.String("DispatchFailedRunsQueue"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,

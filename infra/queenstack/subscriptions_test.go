@@ -11,6 +11,9 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/queen-serverless/queen/core/config"
+	"github.com/queen-serverless/queen/core/egress"
 )
 
 // testSubscriptionTargets are the subscriptions variant's declared targets, one of each
@@ -22,6 +25,12 @@ var testSubscriptionTargets = []string{
 	"arn:aws:lambda:us-east-1:123456789012:function:audit:live",
 	"arn:aws:lambda:us-east-1:210987654321:function:ledger",
 }
+
+// testSubscriptionURLAllow is what the subscriptionURLs variant lets URL targets reach:
+// one entry of each kind the stack takes but the classes (subscriptionsBoth allows
+// "public"; "private" is checked below, not deployed, as the word trips the test that
+// looks for secrets in the functions' environment).
+var testSubscriptionURLAllow = []string{"hooks.example.com", "*.partner.example", "10.20.0.0/16", "203.0.113.7", "2001:db8::/32"}
 
 // wantTargetGrants are the resources of the dispatcher's grant on those targets as the
 // template renders them: a name in the stack's account and Region, an ARN as given,
@@ -419,6 +428,179 @@ func TestScriptsKnowEveryFunction(t *testing.T) {
 			if !regexp.MustCompile(`\b` + name + `\b`).MatchString(list) {
 				t.Errorf("%s: its list of functions %q lacks %s", script, strings.TrimSpace(list), name)
 			}
+		}
+	}
+}
+
+// What admin (which checks a subscription's target when it is created) and the
+// dispatcher (which connects to URL targets) are told about targets, read back the way
+// the functions read it on Lambda (core/config): admin the declared functions as
+// declared and the URL allow list, the dispatcher the allow list; "none" written out
+// when nothing is allowed. No other function is told anything.
+func TestSubscriptionTargetsReachAdminAndDispatch(t *testing.T) {
+	const declared = "billing-handler,reports:v2,arn:aws:lambda:us-east-1:123456789012:function:audit:live,arn:aws:lambda:us-east-1:210987654321:function:ledger"
+	for name, want := range map[string]struct {
+		urls, functions string
+		dispatch        bool
+	}{
+		"defaults":          {urls: "none"},
+		"custom":            {urls: "none"},
+		"production":        {urls: "none"},
+		"subscriptions":     {urls: "none", functions: declared, dispatch: true},
+		"subscriptionURLs":  {urls: "hooks.example.com,*.partner.example,10.20.0.0/16,203.0.113.7,2001:db8::/32", dispatch: true},
+		"subscriptionsBoth": {urls: "public", functions: declared, dispatch: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := variants[name].get(t)
+			if got := s.stack.Functions[DispatchFunction] != nil; got != want.dispatch {
+				t.Fatalf("dispatch function deployed: %v, want %v", got, want.dispatch)
+			}
+			wantPolicy, err := egress.ParsePolicy(want.urls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for fn, f := range s.stack.Functions {
+				vars, _ := path(props(s.resources("AWS::Lambda::Function")[s.id(f)]), "Environment", "Variables").(map[string]any)
+				urls, functions := vars[EnvSubscriptionURLs], vars[EnvSubscriptionFuncs]
+				switch fn {
+				case "admin", DispatchFunction:
+					if urls != want.urls {
+						t.Errorf("%s: %s = %v, want %q", fn, EnvSubscriptionURLs, urls, want.urls)
+					}
+				default:
+					if urls != nil || functions != nil {
+						t.Errorf("%s: %s = %v, %s = %v; it neither checks nor reaches targets", fn, EnvSubscriptionURLs, urls, EnvSubscriptionFuncs, functions)
+					}
+					continue
+				}
+				if fn == DispatchFunction && functions != nil {
+					t.Errorf("dispatch: %s = %v; only admin checks function targets", EnvSubscriptionFuncs, functions)
+				}
+				if fn == "admin" && (want.functions == "" && functions != nil || want.functions != "" && functions != want.functions) {
+					t.Errorf("admin: %s = %v, want %q", EnvSubscriptionFuncs, functions, want.functions)
+				}
+				// As the function reads it, on Lambda (where an unset list means none).
+				c, err := config.FromEnv(func(k string) string {
+					if k == config.EnvLambdaFunctionName {
+						return fn
+					}
+					if v, ok := vars[k]; ok {
+						return render(v)
+					}
+					return ""
+				})
+				if err != nil {
+					t.Fatalf("%s: %v", fn, err)
+				}
+				fence := c.Fence()
+				if !equal(fence.URLs, wantPolicy) || fence.URLs.Off() != (want.urls == "none") {
+					t.Errorf("%s reads URL targets %s, want %s", fn, fence.URLs, wantPolicy)
+				}
+				if fn != "admin" {
+					continue
+				}
+				for _, target := range testSubscriptionTargets {
+					if err := fence.CheckFunction(target); (err == nil) != (want.functions != "") {
+						t.Errorf("admin: target function %s: %v (functions declared: %q)", target, err, want.functions)
+					}
+				}
+				if err := fence.CheckFunction("undeclared"); err == nil {
+					t.Errorf("admin accepts a function the stack does not declare")
+				}
+			}
+		})
+	}
+}
+
+// A stack that allows URL targets and declares no function still delivers them: the
+// dispatch function with everything it comes with (its endpoint, its queue, its
+// alarms, its outputs), started by the same functions; it may invoke itself and
+// nothing else.
+func TestURLTargetsOnlyDeployTheDispatcher(t *testing.T) {
+	s := subscriptionURLs.get(t)
+	if !s.stack.Props.Subscriptions() || s.stack.Functions[DispatchFunction] == nil || s.stack.DispatchFailedRuns == nil || s.stack.Network.LambdaEndpoint == nil {
+		t.Fatalf("URL targets allowed, but the dispatcher is not wired: functions %v", s.stack.Props.Functions())
+	}
+	dispatch := s.id(s.stack.Functions[DispatchFunction])
+	self := "${" + dispatch + ".Arn}"
+	grants := s.invokeGrants(t)
+	if g := grants[DispatchFunction]; len(g) != 1 || g[self] == "" {
+		t.Errorf("dispatch may invoke %v, want itself alone (no function target is declared)", g)
+	}
+	for _, name := range wantStarters {
+		if g := grants[name]; len(g) != 1 || g[self] == "" {
+			t.Errorf("%s may invoke %v, want exactly the dispatch function", name, g)
+		}
+	}
+	alarms := map[string]bool{}
+	for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+		p := props(a)
+		if m := p["MetricName"]; m == MetricMaxSubscriptionLag || m == MetricSubscriptionIteratorAge {
+			alarms[m.(string)] = true
+		} else if m == "Errors" && ref(path(p, "Dimensions", 0, "Value")) == dispatch {
+			alarms["dispatch errors"] = true
+		}
+	}
+	if len(alarms) != 3 {
+		t.Errorf("subscription alarms %v, want lag, iterator age and dispatch errors", keys(alarms))
+	}
+	for _, o := range []string{"DispatchFunctionName", "DispatchRoleArn", "DispatchFailedRunsQueueUrl"} {
+		if path(s.json, "Outputs", o) == nil {
+			t.Errorf("output %s missing", o)
+		}
+	}
+}
+
+// No statement lets a role invoke functions without naming them: a statement with no
+// resource is refused by IAM, and the dispatcher without declared functions must not
+// have one.
+func TestNoInvokeStatementWithoutResources(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, s *synthesized) {
+		for id, pol := range s.resources("AWS::IAM::Policy") {
+			for _, st := range asList(path(props(pol), "PolicyDocument", "Statement")) {
+				for _, a := range asStrings(path(st, "Action")) {
+					if strings.EqualFold(a, "lambda:InvokeFunction") && len(asList(path(st, "Resource"))) == 0 {
+						t.Errorf("policy %s: lambda:InvokeFunction on no resource: %s", id, toJSON(t, st))
+					}
+				}
+			}
+		}
+	})
+}
+
+// The synth refuses an allow list the functions would not read, with every bad entry
+// at once, and loopback in any spelling: on Lambda it is the function itself and its
+// runtime API. The lists of the variants above, one entry of each kind, are taken.
+func TestSubscriptionURLAllowCheckedAtSynth(t *testing.T) {
+	for name, c := range map[string]struct {
+		allow []string
+		want  []string
+	}{
+		"bad entries":       {[]string{"hooks.example.com", "bad_host!", "10.0.0.0/33"}, []string{`"bad_host!" is not`, `"10.0.0.0/33" is not a CIDR range`}},
+		"loopback":          {[]string{"public", "loopback"}, []string{`"loopback"`, "the function itself"}},
+		"loopback range":    {[]string{"127.0.0.0/8"}, []string{`"127.0.0.0/8" includes loopback`}},
+		"loopback address":  {[]string{"::1"}, []string{`"::1" includes loopback`}},
+		"every address":     {[]string{"0.0.0.0/0"}, []string{`"0.0.0.0/0" includes loopback`}},
+		"loopback by name":  {[]string{"localhost"}, []string{`"localhost" names loopback`}},
+		"none in the list":  {[]string{"none"}, []string{"leave the list empty"}},
+		"none with another": {[]string{"none,public"}, []string{"must stand alone"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := synth(Props{AssetsDir: assetsDir, MigrationNonce: "nonce-1", SubscriptionURLAllow: c.allow})
+			if err == nil {
+				t.Fatalf("synth of subscriptionUrlAllow %q succeeded", c.allow)
+			}
+			for _, w := range append([]string{"subscriptionUrlAllow"}, c.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("synth error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	for _, allow := range [][]string{testSubscriptionURLAllow, {"public"}, {"private", "*.example.com"}} {
+		p := Props{AssetsDir: assetsDir, SubscriptionURLAllow: allow, DispatchReservedConcurrency: 2}.WithDefaults()
+		if err := p.Validate(); err != nil {
+			t.Errorf("subscriptionUrlAllow %q (with a dispatcher reservation): %v", allow, err)
 		}
 	}
 }
