@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -34,12 +36,53 @@ type walkthroughStep struct {
 // the reader sees it.
 func TestREADMEWalkthrough(t *testing.T) {
 	t.Parallel()
+	runWalkthrough(t, "## Using the API", func(s string) string { return s })
+}
+
+// TestREADMESubscriptionWalkthrough runs the README's subscription
+// walkthrough the same way, with the example target (`queen target`) on a
+// free port in the place of 127.0.0.1:8080.
+func TestREADMESubscriptionWalkthrough(t *testing.T) {
+	t.Parallel()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- targetCmd(ctx, []string{"-listen", addr}, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("queen target: %v", err)
+		}
+	})
+	waitUntil(t, "the example target listening", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	runWalkthrough(t, "## Subscriptions: consumers without pollers", func(s string) string {
+		return strings.ReplaceAll(s, "127.0.0.1:8080", addr)
+	})
+}
+
+// runWalkthrough runs the walkthrough under heading (its sh block that
+// starts with readmeQ) against a fresh `queen serve`, with rewrite applied
+// to every command and reply.
+func runWalkthrough(t *testing.T, heading string, rewrite func(string) string) {
+	t.Helper()
 	for _, tool := range []string{"bash", "curl", "grep", "cut"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("the README's walkthrough needs %s: %v", tool, err)
 		}
 	}
-	steps := walkthroughSteps(t, readmeBlock(t, "## Using the API"))
+	steps := walkthroughSteps(t, readmeBlock(t, heading))
+	for i := range steps {
+		for j, c := range steps[i].commands {
+			steps[i].commands[j] = rewrite(c)
+		}
+		steps[i].reply = rewrite(steps[i].reply)
+	}
 	s := startServe(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t)})
 
 	const mark = "@@step@@"
@@ -93,8 +136,8 @@ func (st walkthroughStep) command() string {
 	return ""
 }
 
-// readmeBlock returns the lines of the first ```sh block after heading in
-// the README.
+// readmeBlock returns the lines of the first ```sh block under heading in
+// the README that starts with readmeQ.
 func readmeBlock(t *testing.T, heading string) []string {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
@@ -105,12 +148,20 @@ func readmeBlock(t *testing.T, heading string) []string {
 	if !ok {
 		t.Fatalf("README.md has no %q", heading)
 	}
-	_, after, ok = strings.Cut(after, "```sh\n")
-	block, _, ok2 := strings.Cut(after, "\n```\n")
-	if !ok || !ok2 {
-		t.Fatalf("README.md: no sh block under %q", heading)
+	section, _, _ := strings.Cut(after, "\n## ")
+	for {
+		var block string
+		_, section, ok = strings.Cut(section, "```sh\n")
+		if ok {
+			block, section, ok = strings.Cut(section, "\n```\n")
+		}
+		if !ok {
+			t.Fatalf("README.md: no sh block under %q starts with %s", heading, readmeQ)
+		}
+		if strings.HasPrefix(block, readmeQ+"\n") {
+			return strings.Split(block, "\n")
+		}
 	}
-	return strings.Split(block, "\n")
 }
 
 // walkthroughSteps splits a walkthrough into its steps: the commands up to

@@ -158,22 +158,26 @@ func TestAnswerIsOneJSONValue(t *testing.T) {
 // it reads as one's offset.
 func TestItemIdentifierKinds(t *testing.T) {
 	t.Parallel()
+	digits, letters := []string{"2", "0", "1"}, []string{"a", "b", "c"} // the transactionIds at offsets 0, 1, 2
 	for name, tc := range map[string]struct {
+		ids        []string
 		identifier any
 		next       int64 // the first offset delivered again; -1: the batch failed as a whole
 	}{
-		`string "1" is the transactionId at offset 2`: {"1", 2},
-		`number 1 is offset 1`:                        {1, 1},
-		`number 0 is offset 0`:                        {0, 0},
-		`string "7" names no record`:                  {"7", -1},
-		`number 7 names no record`:                    {7, -1},
+		`string "1" is the transactionId at offset 2`: {digits, "1", 2},
+		`number 1 is offset 1`:                        {digits, 1, 1},
+		`number 0 is offset 0`:                        {digits, 0, 0},
+		`string "7" names no record`:                  {digits, "7", -1},
+		`number 7 names no record`:                    {digits, 7, -1},
+		`string "1" is no transactionId`:              {letters, "1", -1},
+		`number 1 among lettered records`:             {letters, 1, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := pgstoretest.New(t)
 			ctx := context.Background()
 			var items []queen.PushItem
-			for _, id := range []string{"2", "0", "1"} { // offsets 0, 1, 2
+			for _, id := range tc.ids {
 				items = append(items, queen.PushItem{Queue: "orders", Partition: "p0", TransactionID: id, Payload: json.RawMessage(`{}`)})
 			}
 			if _, err := e.Store.Push(ctx, items); err != nil {

@@ -53,7 +53,7 @@ func TestDeliveryIsFencedAtConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := e.Store.Subscription(ctx, "orders", "billing")
-	if err != nil || s.LastError == nil || !strings.Contains(*s.LastError, "refused by the egress fence") {
+	if err != nil || s.LastError == nil || !strings.Contains(*s.LastError, "egress fence: 169.254.169.254 is always refused") {
 		t.Fatalf("subscription %+v %v, want lastError to say the fence refused the address", s, err)
 	}
 	if hits.Load() != 0 {

@@ -71,7 +71,7 @@ func invokeFor(t *testing.T, h *dispatch.Handler, k queen.WaitKey, d time.Durati
 // Pushes to a subscribed queue start one run per subscription, however
 // many there are, until the run gives its wake back; the run delivers
 // everything, clears the wake, and the next push starts the next run
-// (docs/subscriptions.md §5).
+// (docs/subscriptions.md §8).
 func TestPushesStartOneRunUntilItCatchesUp(t *testing.T) {
 	t.Parallel()
 	e := pgstoretest.New(t)

@@ -186,7 +186,7 @@ func refusal(a netip.Addr, port uint16) string {
 	case a.IsUnspecified() || thisNetwork.Contains(a):
 		return "unspecified"
 	case a.IsLinkLocalUnicast():
-		return "link-local (the instance metadata service's range)"
+		return "link-local, where the instance metadata service is"
 	case awsIPv6.Contains(a):
 		return "AWS's metadata, DNS and time service"
 	case a.IsMulticast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast():
@@ -219,7 +219,7 @@ type Refused struct {
 }
 
 func (e *Refused) Error() string {
-	return fmt.Sprintf("%s is %s: refused by the egress fence", e.Addr.Addr(), e.Reason)
+	return fmt.Sprintf("egress fence: %s %s", e.Addr.Addr(), e.Reason)
 }
 
 // Check says whether a connection to ap is allowed; listed is true when
@@ -232,7 +232,7 @@ func (p Policy) Check(ap netip.AddrPort, listed bool) error {
 	}
 	ap = netip.AddrPortFrom(a, ap.Port())
 	if why := refusal(a, ap.Port()); why != "" {
-		return &Refused{Addr: ap, Reason: "always refused: " + why}
+		return &Refused{Addr: ap, Reason: "is always refused (" + why + ")"}
 	}
 	if listed || slices.ContainsFunc(p.Prefixes, func(pfx netip.Prefix) bool { return pfx.Contains(a) }) {
 		return nil
@@ -242,9 +242,9 @@ func (p Policy) Check(ap netip.AddrPort, listed bool) error {
 		return nil
 	}
 	if p.Off() {
-		return &Refused{Addr: ap, Reason: "not allowed: URL targets are off in this deployment"}
+		return &Refused{Addr: ap, Reason: "is not allowed: URL targets are off in this deployment"}
 	}
-	return &Refused{Addr: ap, Reason: fmt.Sprintf("%s, which this deployment does not allow (it allows %s)", c, p)}
+	return &Refused{Addr: ap, Reason: fmt.Sprintf("is %s, which this deployment does not allow (it allows %s)", c, p)}
 }
 
 // Resolver looks up a host's addresses (*net.Resolver does).
@@ -313,7 +313,10 @@ func (f *Fence) CheckURL(ctx context.Context, raw string) error {
 	}
 	for _, a := range addrs {
 		if err := f.URLs.Check(netip.AddrPortFrom(a, uint16(port)), listed); err != nil {
-			return queen.Invalid("target.url", "%s: %v", u.Hostname(), err)
+			if _, literal := netip.ParseAddr(u.Hostname()); literal == nil {
+				return queen.Invalid("target.url", "%v", err)
+			}
+			return queen.Invalid("target.url", "%s resolves to %v", u.Hostname(), err)
 		}
 	}
 	return nil

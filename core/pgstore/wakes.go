@@ -6,7 +6,7 @@ import (
 	"github.com/queen-serverless/queen/core/queen"
 )
 
-// The statements of the wake-up handshake (docs/subscriptions.md §5).
+// The statements of the wake-up handshake (docs/subscriptions.md §8).
 var (
 	sqlWakeMark  = query("wake_mark")
 	sqlWakeClear = query("wake_clear")

@@ -20,7 +20,7 @@ func subscribe(t *testing.T, e *pgstoretest.Env, queue, group string, enabled bo
 
 // A push wakes each enabled subscription of its queue once: until the run
 // it started clears the wake, or the wake goes stale (the run died), later
-// pushes start nothing (docs/subscriptions.md §5).
+// pushes start nothing (docs/subscriptions.md §8).
 func TestMarkWakeStartsOneRunPerSubscription(t *testing.T) {
 	t.Parallel()
 	e := pgstoretest.NewClocked(t)

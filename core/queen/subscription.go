@@ -147,7 +147,7 @@ type Delivery struct {
 	Error         string
 }
 
-// The wake-up handshake of dispatcher runs (docs/subscriptions.md §5): a
+// The wake-up handshake of dispatcher runs (docs/subscriptions.md §8): a
 // run renews its subscription's wake every WakeRenew while it delivers,
 // and a wake not renewed for WakeStale counts as lost (its run died), so
 // the next push or reaper pass starts another.

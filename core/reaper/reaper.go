@@ -70,7 +70,7 @@ type Report struct {
 
 // SubscriptionStarter starts dispatcher runs for the subscriptions with
 // backlog and no live run (dispatch.Waker): the safety net of their
-// wake-ups (docs/subscriptions.md §5).
+// wake-ups (docs/subscriptions.md §8).
 type SubscriptionStarter interface {
 	StartDue(ctx context.Context) (int, error)
 }
