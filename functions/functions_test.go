@@ -506,6 +506,44 @@ func testAdmin(t *testing.T, start func(env ...string) *emulator) {
 		t.Errorf("overview %s", r.Body)
 	}
 	expect(t, "health", fn.http("GET", "/health", ""), 200)
+
+	testAdminSubscriptions(t, start)
+}
+
+// testAdminSubscriptions: the admin function as the stack configures it
+// refuses URL targets until QUEEN_SUBSCRIPTION_URLS lists what they may
+// reach and function targets not in QUEEN_SUBSCRIPTION_FUNCTIONS (400,
+// nothing stored), and shows a URL's query only to a JWT caller with the
+// admin scope: read-only and IAM callers see it redacted.
+func testAdminSubscriptions(t *testing.T, start func(env ...string) *emulator) {
+	env := pgstoretest.New(t)
+	sub := func(target string) string {
+		return `{"queue":"hooks","consumerGroup":"g","target":` + target + `}`
+	}
+	closed := start("DATABASE_URL="+env.URL, "QUEEN_SUBSCRIPTION_FUNCTIONS=orders-handler")
+	expect(t, "a URL target by default", closed.http("POST", "/api/v1/subscriptions", sub(`{"url":"https://hooks.example.com/"}`)), 400)
+	expect(t, "an undeclared function", closed.http("POST", "/api/v1/subscriptions", sub(`{"function":"other"}`)), 400)
+	expect(t, "a declared function", closed.http("POST", "/api/v1/subscriptions", sub(`{"function":"orders-handler"}`)), 201)
+
+	open := start("DATABASE_URL="+env.URL, "QUEEN_SUBSCRIPTION_URLS=203.0.113.0/24")
+	expect(t, "the metadata address", open.http("POST", "/api/v1/subscriptions", sub(`{"url":"http://169.254.169.254/"}`)), 400)
+	expect(t, "loopback on Lambda", open.http("POST", "/api/v1/subscriptions", sub(`{"url":"http://127.0.0.1:9000/"}`)), 400)
+	expect(t, "an unlisted address", open.http("POST", "/api/v1/subscriptions", sub(`{"url":"http://198.51.100.7/"}`)), 400)
+	expect(t, "a listed address", open.http("POST", "/api/v1/subscriptions", sub(`{"url":"http://203.0.113.7/hook?token=s3cr3t"}`)), 201)
+	admin := &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": "ops", "scope": "queen/admin"}}}
+	reader := &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": "dash", "scope": "queen/read-only"}}}
+	iam := &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:role/dash"}}
+	for name, caller := range map[string]*events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		"admin": admin, "read-only": reader, "IAM": iam} {
+		r := open.httpAs(caller, "GET", "/api/v1/subscriptions/hooks/g", "")
+		expect(t, "GET as "+name, r, 200)
+		if full := strings.Contains(r.Body, "token=s3cr3t"); full != (caller == admin) || !full && !strings.Contains(r.Body, "token=REDACTED") {
+			t.Errorf("GET as %s: %s, want the token shown only to the admin", name, r.Body)
+		}
+	}
 }
 
 func testReaper(t *testing.T, start func(env ...string) *emulator) {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +101,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}()
 		cfg.DatabaseURL = url
 		dbDesc = fmt.Sprintf("embedded PostgreSQL, data in %s", opt.dataDir)
+		if real, err := filepath.EvalSymlinks(opt.dataDir); err == nil && filepath.Clean(real) != filepath.Clean(opt.dataDir) {
+			// As root the cluster runs as postgres, which may not reach the
+			// checkout: its data then lives elsewhere, behind a link.
+			dbDesc += " (a link to " + real + ")"
+		}
 	} else {
 		u, err := dbconn.URL(cfg)
 		if err != nil {
