@@ -35,5 +35,8 @@
 // The VPC has isolated subnets only (no NAT, no internet gateway). Security groups allow
 // functions → proxy → database on 5432, migrate → database on 5432, migrate and the
 // functions → the Secrets Manager interface endpoint on 443, with subscriptions the
-// functions → the Lambda interface endpoint on 443, and nothing else.
+// functions → the Lambda interface endpoint on 443, and nothing else; but for a
+// dispatcher that may reach URL targets (SubscriptionURLAllow), which has a group of
+// its own with the same rules and TCP out to those targets on 80, 443 and
+// SubscriptionURLPorts (the stack adds no route to them).
 package queenstack

@@ -126,6 +126,11 @@ func newFunctions(s awscdk.Stack, p Props, n *Network, d *Database, proxy awsrds
 			// It starts its own next run when its time runs out: its own name, as
 			// the functions that start it get it (subscriptions.go).
 			env[EnvDispatchFunction] = dispatchFunctionName(s)
+			// With URL targets allowed it has a group of its own, which lets it out
+			// to them (network.go).
+			if n.DispatchSG != nil {
+				sg = n.DispatchSG
+			}
 		}
 		fns[name] = newFunction(s, p, n, name, timeouts[name], sg, env, logKey)
 		if name == "migrate" {

@@ -154,9 +154,19 @@ var (
 			SubscriptionURLAllow: []string{"public"},
 		}
 	}}
+	// subscriptionCIDRs: URL targets by range and address only (one range inside
+	// another), on a port beyond 80 and 443.
+	subscriptionCIDRs = &variant{props: func() Props {
+		return Props{
+			AssetsDir: assetsDir, MigrationNonce: "nonce-1",
+			SubscriptionURLAllow: testSubscriptionCIDRs,
+			SubscriptionURLPorts: []float64{8443},
+		}
+	}}
 	variants = map[string]*variant{
 		"defaults": defaults, "custom": custom, "production": production,
 		"subscriptions": subscriptions, "subscriptionURLs": subscriptionURLs, "subscriptionsBoth": subscriptionsBoth,
+		"subscriptionCIDRs": subscriptionCIDRs,
 	}
 )
 

@@ -355,15 +355,35 @@ type Props struct {
 	// service (fd00:ec2::/32), unspecified, multicast, broadcast and reserved
 	// addresses, and follows no redirect.
 	//
-	// Reaching a target: the functions run in isolated subnets with no route out
-	// of the VPC, and their security group (Network.FunctionsSG) lets them out to
-	// the proxy and the stack's endpoints only. A URL target must be reachable
-	// from there: an interface endpoint of the target's VPC endpoint service
-	// (PrivateLink) in the function subnets, a peered VPC or transit gateway with
-	// routes to it, or a NAT gateway the operator adds for public targets; and the
-	// operator opens the functions' security group to the target's address and
-	// port. Listing a host here allows it; it does not make it reachable.
+	// Reaching a target. With any URL allowed the dispatcher gets a security group
+	// of its own (Network.DispatchSG; the other functions keep the shared
+	// Network.FunctionsSG, out to the proxy and the stack's endpoints only), with
+	// the shared group's egress and TCP egress on SubscriptionURLPorts (80 and 443
+	// always) to what the list names: each range and address as itself; the
+	// private ranges for "private"; every address (0.0.0.0/0) as soon as the list
+	// names a host, a domain or "public", whose addresses are known only when the
+	// dispatcher connects, where the fence checks each one. The stack's VPC is IPv4
+	// only, so an IPv6 range or address opens nothing (the synth warns): an IPv6
+	// target cannot be reached. The group is not a route, though: the functions
+	// run in isolated subnets with no route out of the VPC, and the stack creates
+	// none. A URL target must be routable from the function subnets through
+	// something the operator adds: an interface endpoint of the target's VPC
+	// endpoint service (PrivateLink), a peered VPC or a transit gateway with routes
+	// to it, or a NAT gateway (and internet gateway) for public targets. Listing a
+	// host here allows it and opens the group; it does not make it reachable.
+	// Function targets do not depend on it: the dispatcher reaches the Lambda API
+	// through the Lambda endpoint, whichever group it is in.
 	SubscriptionURLAllow []string
+	// SubscriptionURLPorts are the TCP ports beyond 80 and 443 that URL targets
+	// listen on (e.g. 8443 for https://hooks.example.com:8443/): the dispatcher's
+	// security group opens 80, 443 and these to every destination of
+	// SubscriptionURLAllow, and no other port, so a target on a port not listed
+	// times out. Ports, not all of TCP: the fence judges addresses, not ports, so
+	// the group is what keeps the dispatcher off other services of the allowed
+	// ranges. Each port adds a rule per destination (EC2's default quota is 60
+	// outbound rules per group; the synth warns beyond it). Only with
+	// SubscriptionURLAllow; whole numbers 1..65535.
+	SubscriptionURLPorts []float64
 
 	// IngestQueue adds an SQS queue (with its own DLQ) feeding the push function.
 	// nil means DefaultIngestQueue.

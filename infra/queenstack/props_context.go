@@ -143,6 +143,16 @@ func PropsFromContext(lookup func(key string) any) (Props, error) {
 	num("dispatchReservedConcurrency", &p.DispatchReservedConcurrency)
 	list("subscriptionTargets", &p.SubscriptionTargets)
 	list("subscriptionUrlAllow", &p.SubscriptionURLAllow)
+	var ports []string
+	list("subscriptionUrlPorts", &ports)
+	for _, port := range ports {
+		f, err := strconv.ParseFloat(port, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context subscriptionUrlPorts: %q is not a number", port))
+			continue
+		}
+		p.SubscriptionURLPorts = append(p.SubscriptionURLPorts, f)
+	}
 	num("ingestMaxConcurrency", &p.IngestMaxConcurrency)
 	num("ingestMaxReceiveCount", &p.IngestMaxReceiveCount)
 	num("ingestRetryMinutes", &p.IngestRetryMinutes)

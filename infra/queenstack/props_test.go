@@ -124,8 +124,18 @@ func TestValidate(t *testing.T) {
 		"not a function ARN": {func(p *Props) {
 			p.SubscriptionTargets = []string{"arn:aws:sqs:us-east-1:123456789012:billing"}
 		}, "subscriptionTargets"},
-		"name too long": {func(p *Props) { p.SubscriptionTargets = []string{strings.Repeat("f", 65)} }, "subscriptionTargets"},
-		"target twice":  {func(p *Props) { p.SubscriptionTargets = []string{"billing", "billing"} }, "listed twice"},
+		"name too long":      {func(p *Props) { p.SubscriptionTargets = []string{strings.Repeat("f", 65)} }, "subscriptionTargets"},
+		"target twice":       {func(p *Props) { p.SubscriptionTargets = []string{"billing", "billing"} }, "listed twice"},
+		"URL ports, no URLs": {func(p *Props) { p.SubscriptionURLPorts = []float64{8443} }, "subscriptionUrlPorts"},
+		"URL port zero": {func(p *Props) {
+			p.SubscriptionURLAllow, p.SubscriptionURLPorts = []string{"public"}, []float64{0}
+		}, "subscriptionUrlPorts: 0"},
+		"URL port too high": {func(p *Props) {
+			p.SubscriptionURLAllow, p.SubscriptionURLPorts = []string{"public"}, []float64{65536}
+		}, "subscriptionUrlPorts: 65536"},
+		"fractional URL port": {func(p *Props) {
+			p.SubscriptionURLAllow, p.SubscriptionURLPorts = []string{"public"}, []float64{8443.5}
+		}, "subscriptionUrlPorts: 8443.5"},
 		"no dispatch asset": {func(p *Props) {
 			dir := t.TempDir()
 			if err := writePlaceholderAssets(dir); err != nil {
@@ -178,6 +188,7 @@ func TestPropsFromContext(t *testing.T) {
 		"allocatedStorageGib": "50", "maxAllocatedStorageGib": 500.0,
 		"subscriptionTargets":         "billing-handler, arn:aws:lambda:us-east-1:123456789012:function:audit:live,",
 		"subscriptionUrlAllow":        "hooks.example.com, 10.20.0.0/16",
+		"subscriptionUrlPorts":        "8443, 9000",
 		"dispatchReservedConcurrency": "4", "subscriptionLagThreshold": 50.0, "subscriptionIteratorAgeSecThreshold": "60",
 	}
 	p, err := PropsFromContext(func(k string) any { return ctx[k] })
@@ -191,6 +202,7 @@ func TestPropsFromContext(t *testing.T) {
 		p.AllocatedStorageGiB != 50 || p.MaxAllocatedStorageGiB != 500 ||
 		strings.Join(p.SubscriptionTargets, "|") != "billing-handler|arn:aws:lambda:us-east-1:123456789012:function:audit:live" ||
 		strings.Join(p.SubscriptionURLAllow, "|") != "hooks.example.com|10.20.0.0/16" ||
+		!equal(p.SubscriptionURLPorts, []float64{8443, 9000}) ||
 		p.DispatchReservedConcurrency != 4 || p.SubscriptionLagThreshold != 50 || p.SubscriptionIteratorAgeSecThreshold != 60 {
 		t.Errorf("parsed %+v", p)
 	}
@@ -200,9 +212,17 @@ func TestPropsFromContext(t *testing.T) {
 	}
 	// cdk.json may give a list as a JSON array.
 	if p, err := PropsFromContext(func(k string) any {
-		return map[string]any{"subscriptionTargets": []any{"billing", " reports:v2 "}, "subscriptionUrlAllow": []any{"*.example.com", "private"}}[k]
-	}); err != nil || strings.Join(p.SubscriptionTargets, "|") != "billing|reports:v2" || strings.Join(p.SubscriptionURLAllow, "|") != "*.example.com|private" {
-		t.Errorf("lists from JSON arrays: targets %q, URL allow list %q, %v", p.SubscriptionTargets, p.SubscriptionURLAllow, err)
+		return map[string]any{
+			"subscriptionTargets": []any{"billing", " reports:v2 "}, "subscriptionUrlAllow": []any{"*.example.com", "private"},
+			"subscriptionUrlPorts": []any{8443.0, "9000"},
+		}[k]
+	}); err != nil || strings.Join(p.SubscriptionTargets, "|") != "billing|reports:v2" || strings.Join(p.SubscriptionURLAllow, "|") != "*.example.com|private" ||
+		!equal(p.SubscriptionURLPorts, []float64{8443, 9000}) {
+		t.Errorf("lists from JSON arrays: targets %q, URL allow list %q, URL ports %v, %v", p.SubscriptionTargets, p.SubscriptionURLAllow, p.SubscriptionURLPorts, err)
+	}
+	if _, err := PropsFromContext(func(k string) any { return map[string]any{"subscriptionUrlPorts": "8443,https"}[k] }); err == nil ||
+		!strings.Contains(err.Error(), `subscriptionUrlPorts: "https" is not a number`) {
+		t.Errorf("URL port not a number: err %v", err)
 	}
 	empty, err := PropsFromContext(func(string) any { return nil })
 	if err != nil || empty.IngestQueue != nil || empty.Engine != "" {

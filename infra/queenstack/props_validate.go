@@ -135,6 +135,9 @@ func (p Props) Validate() error {
 	for _, err := range checkSubscriptionURLAllow(p.SubscriptionURLAllow) {
 		bad("subscriptionUrlAllow: %v", err)
 	}
+	for _, err := range checkSubscriptionURLPorts(p) {
+		bad("subscriptionUrlPorts: %v", err)
+	}
 	if p.IngestMaxReceiveCount < 1 || p.IngestMaxReceiveCount > 1000 {
 		bad("ingestMaxReceiveCount %v: want 1..1000", p.IngestMaxReceiveCount)
 	}

@@ -74,6 +74,10 @@ type Network struct {
 	EndpointSG  awsec2.SecurityGroup
 	// LambdaEndpointSG and LambdaEndpoint are nil without subscriptions.
 	LambdaEndpointSG awsec2.SecurityGroup
+	// DispatchSG is the dispatch function's group when URL targets are allowed
+	// (SubscriptionURLAllow), nil otherwise (the dispatcher, if any, is in
+	// FunctionsSG): the shared group's egress, and TCP out to the URL targets.
+	DispatchSG awsec2.SecurityGroup
 
 	SecretsEndpoint awsec2.InterfaceVpcEndpoint
 	LambdaEndpoint  awsec2.InterfaceVpcEndpoint

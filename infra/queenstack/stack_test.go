@@ -481,6 +481,11 @@ func TestNetworkHasNoNATAndNoInternetRoute(t *testing.T) {
 	})
 }
 
+// Every group's rules, both sides: the functions to the proxy and the endpoints, the
+// proxy and migrate to the database; with URL targets allowed, the dispatcher's own
+// group has the same rules as the functions' group. No group but that one has egress
+// to an address range (dispatchEgressRules checks its own), and so no function but a
+// dispatcher that may reach URLs can leave the VPC's own groups.
 func TestSecurityGroupsAllowOnlyFunctionsToProxyToDatabase(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, s *synthesized) {
 		n := s.stack.Network
@@ -490,6 +495,13 @@ func TestSecurityGroupsAllowOnlyFunctionsToProxyToDatabase(t *testing.T) {
 		}
 		if n.LambdaEndpointSG != nil {
 			sgName[s.id(n.LambdaEndpointSG)] = "lambda endpoint"
+		}
+		urls := len(s.stack.Props.SubscriptionURLAllow) > 0
+		if (n.DispatchSG != nil) != urls {
+			t.Fatalf("dispatcher's own group %v, want one exactly when URL targets are allowed (%q)", n.DispatchSG, s.stack.Props.SubscriptionURLAllow)
+		}
+		if urls {
+			sgName[s.id(n.DispatchSG)] = "dispatch"
 		}
 		got := map[string]bool{}
 		for _, r := range s.resources("AWS::EC2::SecurityGroupIngress") {
@@ -507,6 +519,9 @@ func TestSecurityGroupsAllowOnlyFunctionsToProxyToDatabase(t *testing.T) {
 		}
 		if s.stack.Props.Subscriptions() {
 			want["functions->lambda endpoint:443"] = true // they start the dispatcher, which invokes targets
+		}
+		if urls { // the dispatcher, in its own group, is a payload function that invokes
+			want["dispatch->proxy:5432"], want["dispatch->endpoint:443"], want["dispatch->lambda endpoint:443"] = true, true, true
 		}
 		if !equal(got, want) {
 			t.Errorf("ingress rules %v, want exactly %v", keys(got), keys(want))
@@ -533,11 +548,42 @@ func TestSecurityGroupsAllowOnlyFunctionsToProxyToDatabase(t *testing.T) {
 			if p["SecurityGroupIngress"] != nil {
 				t.Errorf("%s has inline ingress %s", sgName[id], toJSON(t, p["SecurityGroupIngress"]))
 			}
-			if strings.Contains(toJSON(t, p["SecurityGroupEgress"]), "0.0.0.0/0") {
-				t.Errorf("%s allows all outbound traffic", sgName[id])
+			if sgName[id] == "dispatch" {
+				continue // dispatchEgressRules
+			}
+			// CDK's placeholder of a group with outbound traffic closed is the only
+			// inline rule: no address range, 0.0.0.0/0 least of all.
+			for _, r := range asList(p["SecurityGroupEgress"]) {
+				if !isClosedEgressPlaceholder(r) {
+					t.Errorf("%s has egress to an address range: %s", sgName[id], toJSON(t, r))
+				}
+			}
+		}
+		// Each function is in one group: migrate in its own, the dispatcher in its own
+		// when it may reach URLs, every other in the functions' group. So only that
+		// dispatcher can have egress to an address range.
+		for name, fn := range s.stack.Functions {
+			wantSG := "functions"
+			switch {
+			case name == "migrate":
+				wantSG = "migrate"
+			case name == DispatchFunction && urls:
+				wantSG = "dispatch"
+			}
+			sgs := asList(path(props(s.resources("AWS::Lambda::Function")[s.id(fn)]), "VpcConfig", "SecurityGroupIds"))
+			if len(sgs) != 1 || sgName[getAtt(sgs[0], "GroupId")] != wantSG {
+				t.Errorf("%s is in groups %s, want the %s group alone", name, toJSON(t, sgs), wantSG)
 			}
 		}
 	})
+}
+
+// isClosedEgressPlaceholder reports whether an inline egress rule is the one CDK adds
+// to a group without outbound rules (AllowAllOutbound false): ICMP type 252 code 86
+// to 255.255.255.255/32, which matches no traffic.
+func isClosedEgressPlaceholder(r any) bool {
+	m, _ := r.(map[string]any)
+	return m["CidrIp"] == "255.255.255.255/32" && m["IpProtocol"] == "icmp" && m["FromPort"] == 252.0 && m["ToPort"] == 86.0 && len(m) == 5
 }
 
 // port renders a port that is a number or the database's Endpoint.Port attribute.

@@ -3,9 +3,12 @@ package queenstack
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -98,6 +101,94 @@ func checkSubscriptionURLAllow(allow []string) []error {
 			if name := strings.TrimPrefix(h, "*."); name == "localhost" || strings.HasSuffix(name, ".localhost") {
 				errs = append(errs, fmt.Errorf("%q names loopback, which on Lambda is the function itself", entry))
 			}
+		}
+	}
+	return errs
+}
+
+// Ports the dispatcher's security group opens to the destinations of
+// SubscriptionURLAllow: http's and https's defaults always, SubscriptionURLPorts
+// beside them.
+var urlEgressBasePorts = []int{80, 443}
+
+// privateRanges are what the class "private" names, as the fence judges an address
+// (egress.Private): fd00:ec2::/32 in fc00::/7 stays refused by the fence.
+var privateRanges = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("fc00::/7"),
+}
+
+// Every address of each family: where the list names a host, a domain or "public",
+// whose addresses only the fence can judge, when the dispatcher connects.
+var (
+	anyIPv4 = netip.MustParsePrefix("0.0.0.0/0")
+	anyIPv6 = netip.MustParsePrefix("::/0")
+)
+
+// urlEgressRanges are the destinations the dispatcher's security group lets it out to
+// for URL targets (dispatchURLEgress in network.go): each range and address of allow
+// as itself, the private ranges for "private", and every address (0.0.0.0/0, and
+// ::/0 with IPv6) as soon as the list names a host, a domain or "public". A range
+// inside another (or given twice) is left out. Without IPv6 (the stack's VPC:
+// vpcIPv6) the IPv6 ranges come back in ignored instead: the function subnets have
+// no IPv6, so nothing could use them. Entries egress.ParsePolicy does not read are
+// skipped (Validate reports them).
+func urlEgressRanges(allow []string, ipv6 bool) (ranges, ignored []netip.Prefix) {
+	var all []netip.Prefix
+	for _, entry := range allow {
+		policy, err := egress.ParsePolicy(entry)
+		if err != nil {
+			continue
+		}
+		if policy.Public || len(policy.Hosts) > 0 {
+			all = append(all, anyIPv4, anyIPv6)
+		}
+		if policy.Private {
+			all = append(all, privateRanges...)
+		}
+		for _, pfx := range policy.Prefixes {
+			if !pfx.Addr().Is4() && !ipv6 && !slices.Contains(ignored, pfx) {
+				ignored = append(ignored, pfx) // as listed; a class's IPv6 range is no news
+			}
+		}
+		all = append(all, policy.Prefixes...)
+	}
+	for _, pfx := range all {
+		if !ipv6 && !pfx.Addr().Is4() {
+			continue
+		}
+		covered := slices.ContainsFunc(all, func(o netip.Prefix) bool {
+			return o != pfx && o.Bits() <= pfx.Bits() && o.Contains(pfx.Addr())
+		})
+		if !covered && !slices.Contains(ranges, pfx) {
+			ranges = append(ranges, pfx)
+		}
+	}
+	return ranges, ignored
+}
+
+// urlEgressPorts are the TCP ports the dispatcher's security group opens to the
+// destinations of urlEgressRanges: 80, 443 and SubscriptionURLPorts, ascending.
+func urlEgressPorts(p Props) []int {
+	ports := slices.Clone(urlEgressBasePorts)
+	for _, port := range p.SubscriptionURLPorts {
+		ports = append(ports, int(port))
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
+// checkSubscriptionURLPorts reports every port of SubscriptionURLPorts that is not
+// one, and the list given without URL targets to open it to.
+func checkSubscriptionURLPorts(p Props) []error {
+	var errs []error
+	if len(p.SubscriptionURLPorts) > 0 && len(p.SubscriptionURLAllow) == 0 {
+		errs = append(errs, errors.New("URL targets are off (subscriptionUrlAllow is empty): there is nothing to open ports to"))
+	}
+	for _, port := range p.SubscriptionURLPorts {
+		if port < 1 || port > 65535 || port != math.Trunc(port) {
+			errs = append(errs, fmt.Errorf("%v: want a TCP port, 1..65535", port))
 		}
 	}
 	return errs

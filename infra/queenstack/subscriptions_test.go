@@ -2,6 +2,7 @@ package queenstack
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,6 +32,10 @@ var testSubscriptionTargets = []string{
 // "public"; "private" is checked below, not deployed, as the word trips the test that
 // looks for secrets in the functions' environment).
 var testSubscriptionURLAllow = []string{"hooks.example.com", "*.partner.example", "10.20.0.0/16", "203.0.113.7", "2001:db8::/32"}
+
+// testSubscriptionCIDRs is what the subscriptionCIDRs variant lets URL targets reach:
+// ranges and an address only, one range inside another.
+var testSubscriptionCIDRs = []string{"10.20.0.0/16", "10.20.5.0/24", "203.0.113.7"}
 
 // wantTargetGrants are the resources of the dispatcher's grant on those targets as the
 // template renders them: a name in the stack's account and Region, an ARN as given,
@@ -449,6 +454,7 @@ func TestSubscriptionTargetsReachAdminAndDispatch(t *testing.T) {
 		"subscriptions":     {urls: "none", functions: declared, dispatch: true},
 		"subscriptionURLs":  {urls: "hooks.example.com,*.partner.example,10.20.0.0/16,203.0.113.7,2001:db8::/32", dispatch: true},
 		"subscriptionsBoth": {urls: "public", functions: declared, dispatch: true},
+		"subscriptionCIDRs": {urls: "10.20.0.0/16,10.20.5.0/24,203.0.113.7", dispatch: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := variants[name].get(t)
@@ -602,5 +608,148 @@ func TestSubscriptionURLAllowCheckedAtSynth(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Errorf("subscriptionUrlAllow %q (with a dispatcher reservation): %v", allow, err)
 		}
+	}
+}
+
+// dispatchEgressRules are the inline egress rules of the dispatcher's own group, as
+// "<range>:<port>"; every one TCP on one port to an IPv4 range.
+func (s *synthesized) dispatchEgressRules(t *testing.T) map[string]bool {
+	t.Helper()
+	sg := props(s.resources("AWS::EC2::SecurityGroup")[s.id(s.stack.Network.DispatchSG)])
+	got := map[string]bool{}
+	for _, r := range asList(sg["SecurityGroupEgress"]) {
+		m, _ := r.(map[string]any)
+		if m["IpProtocol"] != "tcp" || m["FromPort"] != m["ToPort"] || m["CidrIp"] == nil || m["CidrIpv6"] != nil {
+			t.Errorf("dispatch egress %s, want TCP on one port to an IPv4 range", toJSON(t, m))
+			continue
+		}
+		got[fmt.Sprintf("%v:%v", m["CidrIp"], m["FromPort"])] = true
+	}
+	return got
+}
+
+// With URL targets allowed the dispatcher's own group lets it out, on 80, 443 and
+// subscriptionUrlPorts, to what the list names: ranges and addresses as themselves
+// (one inside another adds nothing), every IPv4 address as soon as it names a host
+// or "public" (the fence judges those addresses when the dispatcher connects). The
+// VPC has no IPv6: an IPv6 entry adds no rule, and the synth warns about it.
+// (TestSecurityGroupsAllowOnlyFunctionsToProxyToDatabase checks its rules to the
+// proxy and the endpoints, and that no other function is in it.)
+func TestDispatchURLEgress(t *testing.T) {
+	for name, want := range map[string]struct {
+		rules []string
+		ipv6  string // the warning's entries, "" for none
+	}{
+		"subscriptionCIDRs": {rules: []string{
+			"10.20.0.0/16:80", "10.20.0.0/16:443", "10.20.0.0/16:8443",
+			"203.0.113.7/32:80", "203.0.113.7/32:443", "203.0.113.7/32:8443",
+		}},
+		// Host names, a domain, ranges, an address and an IPv6 range.
+		"subscriptionURLs":  {rules: []string{"0.0.0.0/0:80", "0.0.0.0/0:443"}, ipv6: "2001:db8::/32"},
+		"subscriptionsBoth": {rules: []string{"0.0.0.0/0:80", "0.0.0.0/0:443"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := variants[name].get(t)
+			wantRules := map[string]bool{}
+			for _, r := range want.rules {
+				wantRules[r] = true
+			}
+			if got := s.dispatchEgressRules(t); !equal(got, wantRules) {
+				t.Errorf("dispatch egress %v, want exactly %v", keys(got), want.rules)
+			}
+			var warned []string
+			for _, w := range s.warnings {
+				if strings.Contains(w, urlAllowIPv6Warning) {
+					warned = append(warned, w)
+				}
+			}
+			switch {
+			case want.ipv6 == "" && len(warned) > 0:
+				t.Errorf("IPv6 warning without IPv6 entries: %q", warned)
+			case want.ipv6 != "" && (len(warned) != 1 || !strings.Contains(warned[0], want.ipv6+" opens nothing") || !strings.Contains(warned[0], "no IPv6")):
+				t.Errorf("warnings %q, want one that %s opens nothing (the VPC has no IPv6)", warned, want.ipv6)
+			}
+		})
+	}
+	// A dispatcher for function targets alone keeps the functions' group.
+	if s := subscriptions.get(t); s.stack.Network.DispatchSG != nil {
+		t.Errorf("a group for the dispatcher without URL targets")
+	}
+	// The VPC really has no IPv6, which vpcIPv6 says.
+	for _, s := range []*synthesized{subscriptionURLs.get(t), defaults.get(t)} {
+		if n := len(s.resources("AWS::EC2::VPCCidrBlock")); n != 0 || vpcIPv6 {
+			t.Errorf("%d extra VPC CIDR blocks, vpcIPv6 %v; want an IPv4-only VPC", n, vpcIPv6)
+		}
+		for id, sn := range s.resources("AWS::EC2::Subnet") {
+			if props(sn)["Ipv6CidrBlock"] != nil || props(sn)["AssignIpv6AddressOnCreation"] == true {
+				t.Errorf("subnet %s has IPv6", id)
+			}
+		}
+	}
+}
+
+// The group's rules per allow list, with IPv6 and without.
+func TestURLEgressRanges(t *testing.T) {
+	str := func(ps []netip.Prefix) []string {
+		out := []string{}
+		for _, p := range ps {
+			out = append(out, p.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	private4 := []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16"}
+	for _, c := range []struct {
+		allow                []string
+		ipv6                 bool
+		wantRanges, wantSkip []string
+	}{
+		{testSubscriptionCIDRs, false, []string{"10.20.0.0/16", "203.0.113.7/32"}, []string{}},
+		{[]string{"10.20.0.0/16", "10.20.0.0/16"}, false, []string{"10.20.0.0/16"}, []string{}},
+		{[]string{"private"}, false, private4, []string{}},
+		{[]string{"private"}, true, append(slices.Clone(private4), "fc00::/7"), []string{}},
+		{[]string{"private", "10.1.2.3", "fd12::/16"}, false, private4, []string{"fd12::/16"}},
+		{[]string{"private", "10.1.2.3", "fd12::/16"}, true, append(slices.Clone(private4), "fc00::/7"), []string{}},
+		{[]string{"2001:db8::1"}, false, []string{}, []string{"2001:db8::1/128"}},
+		{[]string{"2001:db8::1"}, true, []string{"2001:db8::1/128"}, []string{}},
+		{[]string{"public"}, false, []string{"0.0.0.0/0"}, []string{}},
+		{[]string{"public"}, true, []string{"0.0.0.0/0", "::/0"}, []string{}},
+		{[]string{"*.partner.example", "private"}, false, []string{"0.0.0.0/0"}, []string{}},
+		{testSubscriptionURLAllow, false, []string{"0.0.0.0/0"}, []string{"2001:db8::/32"}},
+		{testSubscriptionURLAllow, true, []string{"0.0.0.0/0", "::/0"}, []string{}},
+	} {
+		ranges, skipped := urlEgressRanges(c.allow, c.ipv6)
+		if got := str(ranges); !equal(got, c.wantRanges) {
+			t.Errorf("%q (IPv6 %v): ranges %q, want %q", c.allow, c.ipv6, got, c.wantRanges)
+		}
+		if got := str(skipped); !equal(got, c.wantSkip) {
+			t.Errorf("%q (IPv6 %v): ignored %q, want %q", c.allow, c.ipv6, got, c.wantSkip)
+		}
+	}
+	if got := urlEgressPorts(Props{SubscriptionURLPorts: []float64{9000, 443, 8443, 9000}}); !equal(got, []int{80, 443, 8443, 9000}) {
+		t.Errorf("ports %v, want 80, 443, 8443, 9000", got)
+	}
+}
+
+// More rules than EC2's default quota per group deploy only where it was raised: the
+// synth warns, naming the count.
+func TestDispatchURLEgressRuleQuotaWarning(t *testing.T) {
+	var allow []string
+	for i := range 20 {
+		allow = append(allow, fmt.Sprintf("10.%d.0.0/16", i))
+	}
+	s, err := synth(Props{AssetsDir: assetsDir, MigrationNonce: "nonce-1", SubscriptionURLAllow: allow, SubscriptionURLPorts: []float64{8443}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.dispatchEgressRules(t)); got != 60 {
+		t.Errorf("%d rules, want 20 ranges × 3 ports", got)
+	}
+	var warned bool
+	for _, w := range s.warnings {
+		warned = warned || strings.Contains(w, urlRulesWarning) && strings.Contains(w, "63 outbound IPv4 rules")
+	}
+	if !warned {
+		t.Errorf("warnings %q, want one about 63 outbound rules", s.warnings)
 	}
 }
