@@ -16,11 +16,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/queen-serverless/queen/core/config"
 	"github.com/queen-serverless/queen/core/dispatch"
+	"github.com/queen-serverless/queen/core/egress"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/lambdaemu"
 	"github.com/queen-serverless/queen/internal/storecount"
 )
+
+// localFence is the egress fence `queen serve` has by default: the
+// bench's target listens on loopback.
+func localFence() *egress.Fence {
+	p, err := egress.ParsePolicy(egress.DefaultLocal)
+	if err != nil {
+		panic(err)
+	}
+	return &egress.Fence{URLs: p}
+}
 
 // Defaults of SUB.
 const (
@@ -59,7 +71,7 @@ func (r *runner) subscribe(ctx context.Context) error {
 	}
 
 	// Push-to-invoke: one message at a time to a subscription that waits.
-	d := dispatch.New(dispatch.Config{Store: r.store})
+	d := dispatch.New(dispatch.Config{Store: r.store, Fence: localFence()})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { d.Run(runCtx); close(done) }()
@@ -113,7 +125,7 @@ func (r *runner) subscribe(ctx context.Context) error {
 		}
 		arrived.Store(0)
 		start := time.Now()
-		dr, err := dispatch.New(dispatch.Config{Store: r.store}).Drain(ctx, sub)
+		dr, err := dispatch.New(dispatch.Config{Store: r.store, Fence: localFence()}).Drain(ctx, sub)
 		if err != nil {
 			return err
 		}
@@ -132,7 +144,7 @@ func (r *runner) subscribe(ctx context.Context) error {
 		}
 	}
 	before := counted.Pops.Load() + counted.Probes.Load() + counted.Listings.Load()
-	idle := dispatch.New(dispatch.Config{Store: counted})
+	idle := dispatch.New(dispatch.Config{Store: counted, Fence: localFence()})
 	idleCtx, stopIdle := context.WithTimeout(ctx, r.cfg.WaitWindow)
 	fmt.Fprintf(r.cfg.Out, "  %d idle subscriptions for %s…", idleSubscriptions+3, r.cfg.WaitWindow)
 	start := time.Now()
@@ -174,7 +186,8 @@ func (r *runner) pushToInvokeLambda(ctx context.Context, put func(queue string, 
 	emu, err := lambdaemu.Start(ctx, filepath.Join(dir, "aws-lambda-rie"), filepath.Join(dir, "dispatch"),
 		"DATABASE_URL="+r.cfg.URL, "AWS_REGION="+lambdaRegion,
 		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench", // the emulator checks no signature
-		"QUEEN_DISPATCH_FUNCTION="+lambdaemu.Function)
+		"QUEEN_DISPATCH_FUNCTION="+lambdaemu.Function,
+		config.EnvSubscriptionURLs+"="+egress.Loopback) // the target listens here
 	if err != nil {
 		return fmt.Errorf("the Lambda emulator: %w", err)
 	}
