@@ -28,8 +28,9 @@ type Drained struct {
 	MaxAge time.Duration
 }
 
-// Drain delivers sub's backlog until a pop finds nothing or ctx ends, up
-// to MaxConcurrency partitions at a time. With a batch window it first
+// Drain delivers sub's backlog until a pop finds nothing or ctx ends (it
+// then returns no error: a batch in flight is settled, or left to its
+// lease), up to MaxConcurrency partitions at a time. With a batch window it first
 // waits that long, so that a batch can fill.
 //
 // It works in passes, and ends after a pass that leased nothing: within a
@@ -68,7 +69,10 @@ func (d *Dispatcher) DrainUntil(ctx context.Context, sub queen.Subscription, unt
 		total.Settled += p.settled
 		total.Failed += p.failed
 		total.MaxAge = max(total.MaxAge, p.maxAge)
-		if err != nil || ctx.Err() != nil || past(until) {
+		if ctx.Err() != nil {
+			return total, nil // what failed, failed for that: the caller ended the drain
+		}
+		if err != nil || past(until) {
 			return total, err
 		}
 		if p.attempts > 0 {
@@ -97,6 +101,9 @@ func (d *Dispatcher) DrainUntil(ctx context.Context, sub queen.Subscription, unt
 			}
 		}
 		cur, err := d.cfg.Store.Subscription(ctx, sub.Queue, sub.ConsumerGroup)
+		if ctx.Err() != nil {
+			return total, nil
+		}
 		if errors.Is(err, queen.ErrNotFound) || err == nil && (!cur.Enabled || cur.Target.URL == "" && d.cfg.Lambda == nil) {
 			return total, nil
 		}
@@ -229,7 +236,11 @@ func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, fai
 			_, err := d.cfg.Store.Ack(sctx, []queen.Ack{{PartitionID: head.PartitionID, TransactionID: head.TransactionID,
 				ConsumerGroup: sub.ConsumerGroup, LeaseID: res.LeaseID, Status: queen.AckRetry,
 				Error: "the subscription was deleted"}})
-			return delivery{leased: true}, errors.Join(ctx.Err(), err)
+			if err != nil {
+				d.cfg.Logger.Warn("dispatch: put back a deleted subscription's batch: its lease expires instead",
+					"queue", sub.Queue, "consumerGroup", sub.ConsumerGroup, "err", err)
+			}
+			return delivery{leased: true}, ctx.Err()
 		case ctx.Err() != nil:
 			return delivery{leased: true}, ctx.Err() // shutting down: the lease expires by itself
 		}
