@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
@@ -269,5 +271,105 @@ func TestConcurrentLeaseBatchesExpireEachLeaseOnce(t *testing.T) {
 	}
 	if n := count(t, e, "SELECT count(*) FROM queen.dlq"); n != parts {
 		t.Fatalf("%d dead letters, want %d", n, parts)
+	}
+}
+
+// segmentReads is what one transaction did to queen.segments: sequential
+// scans, rows fetched through indexes, rows deleted (the backend's own
+// statistics of the transaction, pg_stat_xact_user_tables).
+type segmentReads struct{ SeqScans, IndexFetches, Deleted int64 }
+
+// TestRetentionReadsWhatIsDue: with a million segments stored that are
+// not due (a week's window) beside a thousand that are (a minute's), a
+// retention batch deletes exactly the due ones and reads a number of
+// segment rows bounded by what is due, never the stored log (no scan of
+// the table, no walk of the partitions that have nothing due).
+func TestRetentionReadsWhatIsDue(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	const parts = 1000
+	perPart := 1000 // a million stored segments
+	if testing.Short() {
+		perPart = 100
+	}
+	configure(t, e, "long", queen.QueueOptions{RetentionSeconds: ptr(7 * 24 * 3600)})
+	configure(t, e, "short", queen.QueueOptions{RetentionSeconds: ptr(60)})
+	var items []queen.PushItem
+	for p := range parts {
+		items = append(items, queen.PushItem{Queue: "long", Partition: fmt.Sprintf("p%d", p), Payload: []byte(`{"n":1}`)})
+	}
+	if _, err := e.Store.Push(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	// Each long partition's one segment, repeated at the next offsets as
+	// its later pushes would have written it.
+	if _, err := e.Pool.Exec(ctx, `
+		INSERT INTO queen.segments
+		SELECT (jsonb_populate_record(s, jsonb_build_object('base_offset', s.base_offset + g))).*
+		FROM queen.segments s
+		JOIN queen.partitions p ON p.num = s.partition_num
+		JOIN queen.queues x ON x.id = p.queue_id AND x.name = 'long'
+		CROSS JOIN generate_series(1, $1::int - 1) g`, perPart); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Pool.Exec(ctx, `UPDATE queen.partitions p SET last_offset = $1::int - 1
+		FROM queen.queues x WHERE x.id = p.queue_id AND x.name = 'long'`, perPart); err != nil {
+		t.Fatal(err)
+	}
+	// A first pass looks once at every partition pushed to since the
+	// last (a cost of the writes, not of what is stored).
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	const due = 1000 // ten segments in each of a hundred partitions
+	for round := range 10 {
+		for i := range due / 10 {
+			pushN(t, e, "short", fmt.Sprintf("s%d", i), fmt.Sprintf("r%d-", round), 1)
+		}
+	}
+	e.Clock.Advance(61 * time.Second)
+
+	// A connection of its own: the statistics it reads are the batch's only.
+	conn, err := pgx.Connect(ctx, e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var res struct{ N, Rows int }
+	if err := tx.QueryRow(ctx, `SELECT (r->>'n')::int, (r->>'rows')::int
+		FROM queen.reap_step($1, 'retention', 2000, 0, 0) r`, e.Clock.Now()).Scan(&res.N, &res.Rows); err != nil {
+		t.Fatal(err)
+	}
+	var reads segmentReads
+	if err := tx.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_tup_fetch, 0), n_tup_del
+		FROM pg_stat_xact_user_tables WHERE schemaname = 'queen' AND relname = 'segments'`).Scan(
+		&reads.SeqScans, &reads.IndexFetches, &reads.Deleted); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res.N != due || reads.Deleted != due {
+		t.Errorf("the batch deleted %d segments (%d by the statistics), want the %d due", res.N, reads.Deleted, due)
+	}
+	// Each due segment is read once, and in each partition a segment or
+	// two more.
+	t.Logf("retention read %+v of queen.segments", reads)
+	if limit := int64(due + 2*due/10); reads.SeqScans != 0 || reads.IndexFetches > limit {
+		t.Errorf("retention read %+v of queen.segments for %d due segments among %d stored: "+
+			"want no scan and at most %d rows", reads, due, parts*perPart, limit)
+	}
+	var long, short int
+	if err := e.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE x.name = 'long'), count(*) FILTER (WHERE x.name = 'short')
+		FROM queen.segments s JOIN queen.partitions p ON p.num = s.partition_num JOIN queen.queues x ON x.id = p.queue_id`).Scan(&long, &short); err != nil {
+		t.Fatal(err)
+	}
+	if long != parts*perPart || short != 0 {
+		t.Errorf("after the batch: %d long segments (want %d), %d short (want 0)", long, parts*perPart, short)
 	}
 }

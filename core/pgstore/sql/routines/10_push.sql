@@ -226,7 +226,8 @@ BEGIN
         FROM fresh GROUP BY pid
     ),
     upd AS (
-        UPDATE queen.partitions p SET last_offset = f.last, last_pushed_at = f.ts
+        UPDATE queen.partitions p SET last_offset = f.last, last_pushed_at = f.ts,
+            oldest_at = coalesce(p.oldest_at, '-infinity')  -- retention looks (partitions_oldest)
         FROM (SELECT pid, max(off) AS last, min(ts) AS ts FROM fresh GROUP BY pid) f
         WHERE p.id = f.pid AND p.id = ANY (p_locked)
     ),
@@ -303,7 +304,8 @@ BEGIN
         UPDATE queen.partitions p
         SET last_offset = p.last_offset + g.n,
             -- stamped under the lock: created_at is monotone per partition
-            last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
+            last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity')),
+            oldest_at = coalesce(p.oldest_at, '-infinity')  -- retention looks (partitions_oldest)
         FROM g
         WHERE p.id = g.pid
         RETURNING p.id AS pid, p.num AS pnum, p.last_offset - g.n + 1 AS base, p.last_pushed_at AS at, g.n, g.os,
@@ -631,7 +633,8 @@ BEGIN
         UPDATE queen.partitions p
         SET last_offset = p.last_offset + v_n,
             -- stamped under the lock: created_at is monotone per partition
-            last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
+            last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity')),
+            oldest_at = coalesce(p.oldest_at, '-infinity')  -- retention looks (partitions_oldest)
         FROM queen.queues x
         WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_partition AND x.max_size = 0
           AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
@@ -695,7 +698,8 @@ BEGIN
     UPDATE queen.partitions p
     SET last_offset = p.last_offset + 1,
         -- stamped under the lock: created_at is monotone per partition
-        last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity'))
+        last_pushed_at = greatest(coalesce(p_now, clock_timestamp()), coalesce(p.last_pushed_at, '-infinity')),
+        oldest_at = coalesce(p.oldest_at, '-infinity')  -- retention looks (partitions_oldest)
     FROM queen.queues x
     WHERE x.name = p_queue AND p.queue_id = x.id AND p.name = p_partition AND x.max_size = 0
       AND (p_key_id IS NOT NULL OR NOT x.encryption_enabled)
@@ -784,7 +788,8 @@ BEGIN
         HAVING count(*) > 0
     ),
     upd AS (
-        UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = p_at
+        UPDATE queen.partitions p SET last_offset = n.last, last_pushed_at = p_at,
+            oldest_at = coalesce(p.oldest_at, '-infinity')  -- retention looks (partitions_oldest)
         FROM (SELECT max(res.off) AS last FROM res WHERE res.fresh) n
         WHERE p.id = p_pid AND n.last IS NOT NULL
     ),
@@ -835,7 +840,9 @@ BEGIN
     VALUES (p_pnum, p_last + 1, p_at, txids[1], p_payload, CASE WHEN p_trace_id IS NOT NULL THEN ARRAY[p_trace_id] END,
             p_producer_sub, p_key_id, nullif(queen.self_located(txids[1], p_txid IS NULL, p_pnum, p_last + 1), false),
             CASE WHEN txids[1] IS NULL THEN p_seed END);
-    UPDATE queen.partitions p SET last_offset = p_last + 1, last_pushed_at = p_at WHERE p.id = p_pid;
+    UPDATE queen.partitions p SET last_offset = p_last + 1, last_pushed_at = p_at,
+        oldest_at = coalesce(p.oldest_at, '-infinity')  -- retention looks (partitions_oldest)
+    WHERE p.id = p_pid;
     IF p_subs THEN
         PERFORM queen._push_ready(ARRAY[p_pid], ARRAY[p_qid], ARRAY[p_queue]);
     END IF;

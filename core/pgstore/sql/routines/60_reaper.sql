@@ -18,34 +18,27 @@ RETURNS int LANGUAGE sql IMMUTABLE AS $$
     END
 $$;
 
--- _reap_segments deletes up to p_limit segments older than their queue's
--- retention, or (p_completed) older than its completed retention and
--- consumed by every subscribed group: by each group's cursor, or its
--- subscription start while it has no cursor there (a group subscribed
--- after a segment never holds it back). p_default is the deployment's
--- default window of that kind (see retention_keep).
-DROP FUNCTION IF EXISTS queen._reap_segments(timestamptz, int, boolean);
-CREATE OR REPLACE FUNCTION queen._reap_segments(p_now timestamptz, p_limit int, p_completed boolean, p_default int)
+-- _due_end is the base offset of partition p_num's first segment written at
+-- or after p_cut: its segments before it are due (a prefix, since a
+-- partition's segments are written in time order); null when all are. It
+-- reads the due segments and one more.
+CREATE OR REPLACE FUNCTION queen._due_end(p_num bigint, p_cut timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT s.base_offset FROM queen.segments s
+    WHERE s.partition_num = p_num AND s.created_at >= p_cut
+    ORDER BY s.base_offset LIMIT 1
+$$;
+
+-- _delete_segments deletes the segments at p_ctids for retention, and
+-- moves the dedup keys they hold that are still inside their window to
+-- queen.dedup. Returns how many it deleted.
+CREATE OR REPLACE FUNCTION queen._delete_segments(p_ctids tid[], p_now timestamptz)
 RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
 DECLARE
     n int;
 BEGIN
     WITH del AS (
-        DELETE FROM queen.segments WHERE ctid = ANY (ARRAY(
-            SELECT sg.ctid
-            FROM queen.queues x
-            JOIN queen.partitions p ON p.queue_id = x.id
-            CROSS JOIN LATERAL (
-                SELECT queen.retention_keep(x, p_completed, p_default) AS keep,
-                       CASE WHEN p_completed THEN queen.slowest_position(p.id, x.name) END AS low) cm
-            CROSS JOIN LATERAL (
-                SELECT s.ctid FROM queen.segments s
-                WHERE s.partition_num = p.num
-                  AND s.created_at < p_now - make_interval(secs => cm.keep)
-                  AND (NOT p_completed OR queen.seg_last(s.base_offset, s.txids, s.id_count) <= cm.low)
-                ORDER BY s.base_offset LIMIT p_limit) sg
-            WHERE cm.keep > 0 AND (NOT p_completed OR cm.low IS NOT NULL)
-            LIMIT p_limit))
+        DELETE FROM queen.segments WHERE ctid = ANY (p_ctids)
         RETURNING partition_num, base_offset, created_at, txid, txids, id_seed, id_count
     ),
     keep AS (
@@ -69,6 +62,133 @@ BEGIN
     )
     SELECT count(*) INTO n FROM del;
     RETURN n;
+END
+$fn$;
+
+-- _due_prefix returns up to p_room segments of partition p_num from its
+-- oldest on that were written before p_cut and, unless p_low is null,
+-- lie wholly at or below offset p_low: its due prefix (segments are
+-- written in time order). next_at is when the first segment it stops at
+-- was written (null when it ran out: at p_low, or the partition's end).
+-- It reads in short runs of the primary key's order, since one long LIMIT
+-- could be planned as a read and sort of the whole partition.
+CREATE OR REPLACE FUNCTION queen._due_prefix(p_num bigint, p_cut timestamptz, p_low bigint, p_room int,
+                                             OUT ctids tid[], OUT next_at timestamptz)
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
+DECLARE
+    s       record;
+    v_after bigint := -1;
+    v_got   int;
+BEGIN
+    ctids := '{}';
+    LOOP
+        v_got := 0;
+        FOR s IN SELECT sg.ctid, sg.base_offset, sg.created_at,
+                        queen.seg_last(sg.base_offset, sg.txids, sg.id_count) AS last
+                 FROM queen.segments sg
+                 WHERE sg.partition_num = p_num AND sg.base_offset > v_after
+                   AND (p_low IS NULL OR sg.base_offset <= p_low)
+                 ORDER BY sg.base_offset LIMIT 32
+        LOOP
+            v_got := v_got + 1;
+            v_after := s.base_offset;
+            IF s.created_at >= p_cut OR s.last > p_low OR cardinality(ctids) >= p_room THEN
+                next_at := s.created_at;
+                RETURN;
+            END IF;
+            ctids := ctids || s.ctid;
+        END LOOP;
+        EXIT WHEN v_got < 32;
+    END LOOP;
+END
+$fn$;
+
+-- _reap_segments deletes up to p_limit segments older than their queue's
+-- retention, or (p_completed) older than its completed retention and
+-- consumed by every subscribed group: by each group's cursor, or its
+-- subscription start while it has no cursor there (a group subscribed
+-- after a segment never holds it back). p_default is the deployment's
+-- default window of that kind (see retention_keep). Returns {n, rows}.
+-- Its cost grows with what is due, never with what is stored: the
+-- partitions with anything old enough come from partitions_oldest (one
+-- index range per queue), and in each the due segments are a prefix,
+-- read up to the first that is not due (_due_end). It locks each
+-- partition as a push does, skipping one a push holds, so that oldest_at
+-- is set from what is left. Completed retention goes round the partitions
+-- old enough, from where its last batch stopped (queen.reaper's
+-- completed_at, completed_num): a partition a group holds back is passed
+-- over, and a batch that deleted nothing comes back short, so a group
+-- that stopped reading costs a batch of visits per pass, not a visit of
+-- every partition it holds back.
+DROP FUNCTION IF EXISTS queen._reap_segments(timestamptz, int, boolean, int);
+CREATE OR REPLACE FUNCTION queen._reap_segments(p_now timestamptz, p_limit int, p_completed boolean, p_default int)
+RETURNS json LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
+DECLARE
+    v_mark_at  timestamptz;
+    v_mark_num bigint;
+    c          record;
+    v_low      bigint;
+    v_more     tid[];
+    v_next     timestamptz;  -- the oldest segment left in the partition
+    v_ctids    tid[] := '{}';
+    v_nums     bigint[] := '{}';
+    v_olds     timestamptz[] := '{}';
+    v_seen     int := 0;
+    v_last_at  timestamptz;
+    v_last_num bigint;
+    n          int;
+BEGIN
+    IF p_completed THEN
+        SELECT r.completed_at, r.completed_num INTO v_mark_at, v_mark_num FROM queen.reaper r;
+    END IF;
+    FOR c IN
+        SELECT p.id, p.num, p.oldest_at, x.name AS queue, w.cut
+        FROM queen.queues x
+        CROSS JOIN LATERAL (SELECT p_now - make_interval(secs => queen.retention_keep(x, p_completed, p_default)) AS cut) w
+        CROSS JOIN LATERAL (
+            SELECT p.id, p.num, p.oldest_at FROM queen.partitions p
+            WHERE p.queue_id = x.id AND p.oldest_at < w.cut
+              AND (v_mark_num IS NULL OR (p.oldest_at, p.num) > (v_mark_at, v_mark_num))
+            ORDER BY p.oldest_at, p.num LIMIT p_limit) p
+        WHERE queen.retention_keep(x, p_completed, p_default) > 0
+        ORDER BY p.oldest_at, p.num
+        LIMIT p_limit
+    LOOP
+        EXIT WHEN cardinality(v_ctids) >= p_limit;
+        v_seen := v_seen + 1;
+        v_last_at := c.oldest_at;
+        v_last_num := c.num;
+        PERFORM 1 FROM queen.partitions WHERE id = c.id FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;  -- a push holds it: the next batch
+        v_low := CASE WHEN p_completed THEN queen.slowest_position(c.id, c.queue) END;
+        CONTINUE WHEN p_completed AND v_low IS NULL;  -- no group subscribes
+        SELECT d.ctids, d.next_at INTO v_more, v_next
+        FROM queen._due_prefix(c.num, c.cut, v_low, p_limit - cardinality(v_ctids)) d;
+        v_ctids := v_ctids || v_more;
+        IF v_next IS NULL AND p_completed THEN  -- what follows the consumed ones
+            v_next := (SELECT sg.created_at FROM queen.segments sg WHERE sg.partition_num = c.num
+                       AND sg.base_offset > v_low ORDER BY sg.base_offset LIMIT 1);
+        END IF;
+        v_nums := v_nums || c.num;
+        v_olds := v_olds || v_next;
+    END LOOP;
+
+    n := queen._delete_segments(v_ctids, p_now);
+
+    -- What the partitions visited store now: the time of their oldest
+    -- segment, null when none (their locks are held).
+    UPDATE queen.partitions p SET oldest_at = u.oldest
+    FROM unnest(v_nums, v_olds) AS u(num, oldest)
+    WHERE p.num = u.num AND p.oldest_at IS DISTINCT FROM u.oldest;
+
+    IF p_completed THEN
+        -- Go on after the last partition visited; a batch that visited
+        -- fewer than it could went round: the next starts again.
+        UPDATE queen.reaper
+        SET completed_at = CASE WHEN v_seen >= p_limit THEN v_last_at END,
+            completed_num = CASE WHEN v_seen >= p_limit THEN v_last_num END;
+    END IF;
+    RETURN json_build_object('n', n, 'rows', n);
 END
 $fn$;
 
@@ -278,8 +398,8 @@ BEGIN
     CASE p_kind
         WHEN 'leases' THEN RETURN queen._reap_leases(v_now, p_limit);
         WHEN 'dedup' THEN v_n := queen._reap_dedup(v_now, p_limit);
-        WHEN 'retention' THEN v_n := queen._reap_segments(v_now, p_limit, false, p_keep);
-        WHEN 'completed' THEN v_n := queen._reap_segments(v_now, p_limit, true, p_keep_completed);
+        WHEN 'retention' THEN RETURN queen._reap_segments(v_now, p_limit, false, p_keep)::jsonb || '{"dead": 0}';
+        WHEN 'completed' THEN RETURN queen._reap_segments(v_now, p_limit, true, p_keep_completed)::jsonb || '{"dead": 0}';
         ELSE RAISE EXCEPTION 'reap_step: unknown kind %', p_kind USING ERRCODE = '22023';
     END CASE;
     RETURN json_build_object('n', v_n, 'dead', 0, 'rows', v_n);
@@ -301,23 +421,43 @@ BEGIN
             SELECT 1 FROM queen.dedup d
             WHERE d.created_at <= v_now - make_interval(secs => (SELECT coalesce(max(x.dedup_window), 0) FROM queen.queues x))
             LIMIT p_cap) k),
+        -- segments due by either window, each counted once: per queue, the
+        -- partitions old enough for the shorter window (partitions_oldest),
+        -- and in each its due prefix (_due_end)
         'retention', (SELECT count(*) FROM (
             SELECT 1
             FROM queen.queues x
-            JOIN queen.partitions p ON p.queue_id = x.id
             CROSS JOIN LATERAL (
                 SELECT queen.retention_keep(x, false, p_keep) AS keep,
-                       queen.retention_keep(x, true, p_keep_completed) AS keep_done,
-                       queen.slowest_position(p.id, x.name) AS low) cm
+                       queen.retention_keep(x, true, p_keep_completed) AS keep_done) k
+            CROSS JOIN LATERAL (
+                SELECT v_now - make_interval(secs => k.keep) AS cut,
+                       v_now - make_interval(secs => k.keep_done) AS cut_done) w
+            CROSS JOIN LATERAL (
+                SELECT p.id, p.num FROM queen.partitions p
+                WHERE p.queue_id = x.id
+                  AND p.oldest_at < greatest(CASE WHEN k.keep > 0 THEN w.cut END,
+                                             CASE WHEN k.keep_done > 0 THEN w.cut_done END)
+                ORDER BY p.oldest_at, p.num LIMIT p_cap) p
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN k.keep > 0 THEN queen._due_end(p.num, w.cut) END AS due_end,
+                       k.keep > 0 AS by_age,
+                       CASE WHEN k.keep_done > 0 THEN queen.slowest_position(p.id, x.name) END AS low,
+                       CASE WHEN k.keep_done > 0 THEN queen._due_end(p.num, w.cut_done) END AS done_end) d
+            CROSS JOIN LATERAL (
+                -- the segments before hi are all the ones that can be due
+                SELECT greatest(CASE WHEN d.by_age THEN coalesce(d.due_end, 9223372036854775807) END,
+                                CASE WHEN d.low IS NOT NULL THEN least(coalesce(d.done_end, 9223372036854775807),
+                                                                       d.low + 1) END) AS hi) b
             CROSS JOIN LATERAL (
                 SELECT 1 FROM queen.segments s
-                WHERE s.partition_num = p.num
-                  AND ((cm.keep > 0 AND s.created_at < v_now - make_interval(secs => cm.keep))
-                       OR (cm.keep_done > 0 AND cm.low IS NOT NULL
-                           AND s.created_at < v_now - make_interval(secs => cm.keep_done)
-                           AND queen.seg_last(s.base_offset, s.txids, s.id_count) <= cm.low))
-                LIMIT p_cap) sg
-            WHERE cm.keep > 0 OR cm.keep_done > 0
+                WHERE s.partition_num = p.num AND s.base_offset < b.hi
+                  AND ((d.by_age AND (d.due_end IS NULL OR s.base_offset < d.due_end))
+                       OR (d.low IS NOT NULL AND (d.done_end IS NULL OR s.base_offset < d.done_end)
+                           AND s.base_offset <= d.low
+                           AND queen.seg_last(s.base_offset, s.txids, s.id_count) <= d.low))
+                ORDER BY s.base_offset LIMIT p_cap) sg
+            WHERE k.keep > 0 OR k.keep_done > 0
             LIMIT p_cap) r));
 END
 $fn$;
