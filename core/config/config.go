@@ -45,6 +45,7 @@ const (
 	EnvReaperInterval      = "QUEEN_REAPER_INTERVAL"
 	EnvDefaultRetention    = "QUEEN_DEFAULT_RETENTION_SECONDS"
 	EnvDefaultCompleted    = "QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS"
+	EnvDefaultDLQRetention = "QUEEN_DEFAULT_DLQ_RETENTION_SECONDS"
 	EnvDefaultQueue        = "QUEEN_DEFAULT_QUEUE"
 	EnvDefaultPartition    = "QUEEN_DEFAULT_PARTITION"
 	EnvEventPartitionField = "QUEEN_EVENT_PARTITION_FIELD"
@@ -100,6 +101,10 @@ const (
 	// completedRetentionSeconds keeps what every group consumed: 0, until
 	// the retention above, so that a week of replay stays possible.
 	DefaultCompletedRetentionSeconds = 0
+	// DefaultDLQRetentionSeconds is how long dead letters are kept in a
+	// queue that sets no dlqRetentionSeconds: 14 days, SQS's longest, so
+	// that a DLQ nobody empties does not grow for ever.
+	DefaultDLQRetentionSeconds = 14 * 24 * 3600
 )
 
 // Limits checked by Validate.
@@ -156,11 +161,13 @@ type Config struct {
 	// is the reaper period of `queen serve`. Default DefaultReaperInterval.
 	ReaperInterval time.Duration
 
-	// Retention (QUEEN_DEFAULT_RETENTION_SECONDS and
-	// QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS; 0 there: keep for ever) is
-	// the deployment's retention for queues that set none of a kind or
-	// turned retention off. Zero fields: DefaultRetentionSeconds and
-	// DefaultCompletedRetentionSeconds; a negative field keeps for ever.
+	// Retention (QUEEN_DEFAULT_RETENTION_SECONDS,
+	// QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS and
+	// QUEEN_DEFAULT_DLQ_RETENTION_SECONDS; 0 there: keep for ever) is the
+	// deployment's retention for queues that set none of a kind or turned
+	// retention off (dead letters: that set no dlqRetentionSeconds). Zero
+	// fields: DefaultRetentionSeconds, DefaultCompletedRetentionSeconds and
+	// DefaultDLQRetentionSeconds; a negative field keeps for ever.
 	Retention queen.RetentionDefaults
 
 	// DefaultQueue (QUEEN_DEFAULT_QUEUE) is the queue of event-source
@@ -285,6 +292,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	parse(EnvDefaultRetention, seconds(&c.Retention.Seconds))
 	parse(EnvDefaultCompleted, seconds(&c.Retention.CompletedSeconds))
+	parse(EnvDefaultDLQRetention, seconds(&c.Retention.DLQSeconds))
 	urls := get(EnvSubscriptionURLs)
 	if urls == "" {
 		urls = egress.DefaultLocal
@@ -347,6 +355,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Retention.CompletedSeconds == 0 {
 		c.Retention.CompletedSeconds = DefaultCompletedRetentionSeconds
+	}
+	if c.Retention.DLQSeconds == 0 {
+		c.Retention.DLQSeconds = DefaultDLQRetentionSeconds
 	}
 	return c
 }
@@ -435,7 +446,8 @@ func (c Config) Fence() *egress.Fence {
 func (c Config) Store(log *slog.Logger, keys pgstore.KeyLoader) pgstore.Config {
 	return pgstore.Config{Logger: log, Keys: keys,
 		DefaultRetentionSeconds:          max(c.Retention.Seconds, 0),
-		DefaultCompletedRetentionSeconds: max(c.Retention.CompletedSeconds, 0)}
+		DefaultCompletedRetentionSeconds: max(c.Retention.CompletedSeconds, 0),
+		DefaultDLQRetentionSeconds:       max(c.Retention.DLQSeconds, 0)}
 }
 
 // HasDatabase reports whether the configuration names a database.

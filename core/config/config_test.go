@@ -59,7 +59,8 @@ func TestFromEnvParses(t *testing.T) {
 		"QUEEN_PORT": "7000", "QUEEN_REAPER_INTERVAL": "2s", "QUEEN_DB_PORT": "6543",
 		"QUEEN_DEFAULT_QUEUE": "events", "QUEEN_DEFAULT_PARTITION": "p 1", "QUEEN_EVENT_PARTITION_FIELD": "customer.id",
 		"QUEEN_DEFAULT_RETENTION_SECONDS": "3600", "QUEEN_DEFAULT_COMPLETED_RETENTION_SECONDS": "60",
-		"QUEEN_SUBSCRIPTION_URLS": "private, hooks.example.com", "QUEEN_SUBSCRIPTION_FUNCTIONS": "a, arn:aws:lambda:eu-west-1:1:function:b",
+		"QUEEN_DEFAULT_DLQ_RETENTION_SECONDS": "86400",
+		"QUEEN_SUBSCRIPTION_URLS":             "private, hooks.example.com", "QUEEN_SUBSCRIPTION_FUNCTIONS": "a, arn:aws:lambda:eu-west-1:1:function:b",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func TestFromEnvParses(t *testing.T) {
 		SubscriptionFunctions: []string{"a", "arn:aws:lambda:eu-west-1:1:function:b"},
 		DatabaseURL:           "postgres://localhost/queen", DBPort: 6543, DBSSLMode: "require",
 		MaxWait: 1500 * time.Millisecond, MaxBodyBytes: 1024, LogLevel: slog.LevelDebug,
-		Port: 7000, ReaperInterval: 2 * time.Second, Retention: queen.RetentionDefaults{Seconds: 3600, CompletedSeconds: 60},
+		Port: 7000, ReaperInterval: 2 * time.Second, Retention: queen.RetentionDefaults{Seconds: 3600, CompletedSeconds: 60, DLQSeconds: 86400},
 		DefaultQueue: "events", DefaultPartition: "p 1", EventPartitionField: "customer.id",
 	}
 	if !reflect.DeepEqual(c, want) {

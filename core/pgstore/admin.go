@@ -39,6 +39,7 @@ type queueRow struct {
 	MaxSize                   int64     `json:"max_size"`
 	RetentionSeconds          int       `json:"retention_seconds"`
 	CompletedRetentionSeconds int       `json:"completed_retention_seconds"`
+	DLQRetentionSeconds       int       `json:"dlq_retention_seconds"`
 	EncryptionEnabled         bool      `json:"encryption_enabled"`
 	Priority                  int       `json:"priority"`
 	TTL                       int       `json:"ttl"`
@@ -53,7 +54,7 @@ func (r queueRow) queue(d queen.RetentionDefaults) queen.Queue {
 		LeaseTime: r.LeaseTime, RetryLimit: r.RetryLimit, RetryDelay: r.RetryDelayMS, DedupWindowSeconds: r.DedupWindow,
 		DelayedProcessing: r.DelayedProcessing, WindowBuffer: r.WindowBuffer, MaxSize: r.MaxSize,
 		RetentionSeconds: r.RetentionSeconds, CompletedRetentionSeconds: r.CompletedRetentionSeconds,
-		EncryptionEnabled: r.EncryptionEnabled, Priority: r.Priority, TTL: r.TTL, MaxWaitTimeSeconds: r.MaxWaitTimeSeconds,
+		DLQRetentionSeconds: r.DLQRetentionSeconds, EncryptionEnabled: r.EncryptionEnabled, Priority: r.Priority, TTL: r.TTL, MaxWaitTimeSeconds: r.MaxWaitTimeSeconds,
 	}.WithDerived(r.RetentionEnabled, d)}
 	if r.Namespace != nil {
 		q.Namespace = *r.Namespace

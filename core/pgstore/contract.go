@@ -53,6 +53,7 @@ func optionsArgOf(o queen.QueueOptions) map[string]any {
 	put("maxSize", o.MaxSize != nil, o.MaxSize)
 	put("retentionSeconds", o.RetentionSeconds != nil, o.RetentionSeconds)
 	put("completedRetentionSeconds", o.CompletedRetentionSeconds != nil, o.CompletedRetentionSeconds)
+	put("dlqRetentionSeconds", o.DLQRetentionSeconds != nil, o.DLQRetentionSeconds)
 	put("encryptionEnabled", o.EncryptionEnabled != nil, o.EncryptionEnabled)
 	put("priority", o.Priority != nil, o.Priority)
 	put("ttl", o.TTL != nil, o.TTL)

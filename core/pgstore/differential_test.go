@@ -108,7 +108,7 @@ var dPaths = []string{
 	"ack rejected: invalid or expired lease", "ack rejected: message not delivered", "ack rejected: partition not found",
 	"ack: without leaseId", "pop: while a push is in flight", "transaction: applied", "transaction: repeated",
 	"transaction: refused for its lease", "transaction: refused for its acks", "reap: lease expired", "reap: dead-lettered by expiry", "reap: retention",
-	"reap: completed retention", "seek", "dead letter: retried", "dead letter: deleted", "lease: extended",
+	"reap: completed retention", "reap: dead letters expired", "seek", "dead letter: retried", "dead letter: deleted", "lease: extended",
 	"pop: held back by retryDelay", "push: a generated id sent again", "push: a generated id sent again, a duplicate",
 }
 
@@ -376,6 +376,9 @@ func genSequence(seed uint64, steps int) []dOp {
 	if chance(0.3) {
 		profile.CompletedRetention = ptr(5 + rng.IntN(15))
 	}
+	if chance(0.2) {
+		profile.DLQRetention = ptr(5 + rng.IntN(30))
+	}
 	ops := []dOp{{kind: dConfigure, opts: profile}}
 	n := 0
 	for len(ops) < steps {
@@ -572,7 +575,11 @@ func runSequence(env *pgstoretest.Env, seed uint64, attempt int, ops []dOp, cov 
 	if drng.IntN(4) == 0 {
 		cfg.DefaultCompletedRetentionSeconds = 5 + drng.IntN(20)
 	}
+	if drng.IntN(4) == 0 {
+		cfg.DefaultDLQRetentionSeconds = 10 + drng.IntN(40)
+	}
 	model.DefaultRetention, model.DefaultCompletedRetention = cfg.DefaultRetentionSeconds, cfg.DefaultCompletedRetentionSeconds
+	model.DefaultDLQRetention = cfg.DefaultDLQRetentionSeconds
 	r := &dRun{env: env, clock: clock, cfg: cfg, store: pgstore.New(env.Pool, cfg),
 		model: model, queue: fmt.Sprintf("diff-%d-%d", seed, attempt),
 		pids: map[string]string{}, names: map[string]string{}, leases: map[[2]string][]string{}, cov: cov}
@@ -584,6 +591,11 @@ func runSequence(env *pgstoretest.Env, seed uint64, attempt int, ops []dOp, cov 
 	// queue's dedup floor from them).
 	if _, err := env.Pool.Exec(ctx, `DELETE FROM queen.reaper`); err != nil {
 		return 0, fmt.Sprintf("reset the reaper's record: %v", err)
+	}
+	// Dead letters outlive their queue: those of the sequences before
+	// would be the reaper's too.
+	if _, err := env.Pool.Exec(ctx, `DELETE FROM queen.dlq`); err != nil {
+		return 0, fmt.Sprintf("clear the dead letters of earlier sequences: %v", err)
 	}
 	for i, o := range ops {
 		if msg := r.step(o); msg != "" {
@@ -601,7 +613,8 @@ func runSequence(env *pgstoretest.Env, seed uint64, attempt int, ops []dOp, cov 
 func toQueenOptions(p refmodel.OptionsPatch) queen.QueueOptions {
 	return queen.QueueOptions{LeaseTime: p.LeaseTime, RetryLimit: p.RetryLimit, RetryDelay: p.RetryDelay, DedupWindowSeconds: p.DedupWindow,
 		DelayedProcessing: p.DelayedProcessing, WindowBuffer: p.WindowBuffer, MaxSize: p.MaxSize,
-		RetentionSeconds: p.Retention, CompletedRetentionSeconds: p.CompletedRetention}
+		RetentionSeconds: p.Retention, CompletedRetentionSeconds: p.CompletedRetention,
+		DLQRetentionSeconds: p.DLQRetention}
 }
 
 func (r *dRun) learnPartition(name, id string) string {
@@ -680,8 +693,10 @@ func (r *dRun) step(o dOp) string {
 		r.cov.add("reap: dead-lettered by expiry", got.DeadLettered)
 		r.cov.add("reap: retention", got.SegmentsRetained)
 		r.cov.add("reap: completed retention", got.SegmentsCompleted)
+		r.cov.add("reap: dead letters expired", got.DeadLettersExpired)
 		if got.LeasesExpired != want.LeasesExpired || got.DeadLettered != want.DeadLettered ||
-			got.SegmentsRetained != want.SegmentsRetained || got.SegmentsCompleted != want.SegmentsCompleted {
+			got.SegmentsRetained != want.SegmentsRetained || got.SegmentsCompleted != want.SegmentsCompleted ||
+			got.DeadLettersExpired != want.DeadLettersExpired {
 			return fmt.Sprintf("reap: engine %+v, model %+v", got, want)
 		}
 

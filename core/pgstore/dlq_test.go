@@ -122,3 +122,58 @@ func TestDLQListFilters(t *testing.T) {
 		t.Fatalf("negative limit: %v", err)
 	}
 }
+
+// Dead letters are kept for their queue's dlqRetentionSeconds from when
+// they were dead-lettered, or for the deployment's default (14 days) when
+// it sets none — also once their queue was deleted; configure echoes the
+// option and the window that applies.
+func TestDeadLettersExpireByDLQRetention(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	q, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "short",
+		Options: queen.QueueOptions{DLQRetentionSeconds: ptr(3600)}})
+	if err != nil || q.Options.DLQRetentionSeconds != 3600 || q.Options.EffectiveDLQRetentionSeconds != 3600 {
+		t.Fatalf("configure: %+v %v, want dlqRetentionSeconds 3600 echoed and in effect", q.Options, err)
+	}
+	q, err = e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "default"})
+	if err != nil || q.Options.DLQRetentionSeconds != 0 || q.Options.EffectiveDLQRetentionSeconds != 14*24*3600 {
+		t.Fatalf("configure: %+v %v, want the deployment's default of 14 days in effect", q.Options, err)
+	}
+	for _, queue := range []string{"short", "default", "deleted"} {
+		pushN(t, e, queue, "p", queue+"-", 2)
+		deadLetter(t, e, queue)
+	}
+	if err := e.Store.DeleteQueue(ctx, "deleted"); err != nil {
+		t.Fatal(err)
+	}
+	left := func() map[string]int {
+		page, err := e.Store.ListDeadLetters(ctx, queen.DLQFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, d := range page.Messages {
+			out[d.Queue]++
+		}
+		return out
+	}
+
+	e.Clock.Advance(3599 * time.Second)
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil || st.DeadLettersExpired != 0 {
+		t.Fatalf("reap before the hour: %+v %v, want no dead letter removed", st, err)
+	}
+	e.Clock.Advance(2 * time.Second)
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil || st.DeadLettersExpired != 1 {
+		t.Fatalf("reap after the hour: %+v %v, want short's dead letter removed", st, err)
+	}
+	if got := left(); got["short"] != 0 || got["default"] != 1 || got["deleted"] != 1 {
+		t.Fatalf("dead letters after an hour: %v", got)
+	}
+	e.Clock.Advance(14 * 24 * time.Hour)
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil || st.DeadLettersExpired != 2 {
+		t.Fatalf("reap after 14 days: %+v %v, want the other two removed", st, err)
+	}
+	if got := left(); len(got) != 0 {
+		t.Fatalf("dead letters after 14 days: %v", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 var (
 	sqlReapStep    = query("reap_step")
 	sqlReapBacklog = query("reap_backlog")
+	sqlReapDLQ     = query("reap_dlq")
 )
 
 // DefaultReapBatch is the most rows of one kind one reaper transaction
@@ -32,7 +33,7 @@ const ReapConns = 2
 
 // reapKinds are the kinds of maintenance a reaper pass does, in the order
 // it takes them (see queen.reap_step).
-var reapKinds = [...]string{"leases", "dedup", "retention", "completed"}
+var reapKinds = [...]string{"leases", "dedup", "retention", "completed", "dlq"}
 
 // reapResult is what one batch (queen.reap_step) did: N rows done, Dead
 // heads dead-lettered, and Rows, what it took, which can be more than it
@@ -44,7 +45,8 @@ type reapResult struct {
 }
 
 func (s *Store) retentionDefaults() queen.RetentionDefaults {
-	return queen.RetentionDefaults{Seconds: s.cfg.DefaultRetentionSeconds, CompletedSeconds: s.cfg.DefaultCompletedRetentionSeconds}
+	return queen.RetentionDefaults{Seconds: s.cfg.DefaultRetentionSeconds, CompletedSeconds: s.cfg.DefaultCompletedRetentionSeconds,
+		DLQSeconds: s.cfg.DefaultDLQRetentionSeconds}
 }
 
 // Reap implements queen.Store: rounds of one batch of every kind that has
@@ -86,6 +88,8 @@ func (s *Store) Reap(ctx context.Context, req queen.ReapRequest) (queen.ReapStat
 					st.SegmentsRetained += r.N
 				case "completed":
 					st.SegmentsCompleted += r.N
+				case "dlq":
+					st.DeadLettersExpired += r.N
 				}
 				// Side by side batches take disjoint rows: one that
 				// came back short found no more to take.
@@ -125,6 +129,12 @@ func (s *Store) reapConns() int {
 func (s *Store) reapBatches(ctx context.Context, kind string, batch, n int) ([]reapResult, error) {
 	step := func() (reapResult, error) {
 		var r reapResult
+		if kind == "dlq" {
+			var n int64
+			err := s.call(ctx, "reap dlq", sqlReapDLQ, &n, s.now(), batch, s.cfg.DefaultDLQRetentionSeconds)
+			r.N, r.Rows = int(n), int(n)
+			return r, err
+		}
 		err := s.call(ctx, "reap "+kind, sqlReapStep, &r, s.now(), kind, batch,
 			s.cfg.DefaultRetentionSeconds, s.cfg.DefaultCompletedRetentionSeconds)
 		return r, err

@@ -61,6 +61,9 @@ type Config struct {
 	// kind or turned retention off (0: keep for ever).
 	DefaultRetentionSeconds          int
 	DefaultCompletedRetentionSeconds int
+	// DefaultDLQRetentionSeconds is how long dead letters are kept in a
+	// queue that sets no dlqRetentionSeconds (0: for ever).
+	DefaultDLQRetentionSeconds int
 }
 
 // DefaultDeadlockRetries is Config.DeadlockRetries unless set.

@@ -251,6 +251,9 @@ type QueueOptions struct {
 	MaxSize                   *int64 `json:"maxSize,omitempty"`
 	RetentionSeconds          *int   `json:"retentionSeconds,omitempty"`
 	CompletedRetentionSeconds *int   `json:"completedRetentionSeconds,omitempty"`
+	// DLQRetentionSeconds: dead letters older than this (by when they
+	// were dead-lettered) are removed; 0: the deployment's default.
+	DLQRetentionSeconds *int `json:"dlqRetentionSeconds,omitempty"`
 	// EncryptionEnabled seals the queue's payloads with AES-256-GCM before
 	// they are stored (the server's key ring; see package crypt).
 	EncryptionEnabled *bool `json:"encryptionEnabled,omitempty"`
@@ -282,6 +285,7 @@ type Options struct {
 	MaxSize                   int64 `json:"maxSize"`
 	RetentionSeconds          int   `json:"retentionSeconds"`
 	CompletedRetentionSeconds int   `json:"completedRetentionSeconds"`
+	DLQRetentionSeconds       int   `json:"dlqRetentionSeconds"`
 	EncryptionEnabled         bool  `json:"encryptionEnabled"`
 	Priority                  int   `json:"priority"`
 	TTL                       int   `json:"ttl"`
@@ -297,6 +301,9 @@ type Options struct {
 	// sets none or retentionEnabled is false.
 	EffectiveRetentionSeconds          int `json:"effectiveRetentionSeconds"`
 	EffectiveCompletedRetentionSeconds int `json:"effectiveCompletedRetentionSeconds"`
+	// EffectiveDLQRetentionSeconds is how long its dead letters are kept
+	// (0: for ever): dlqRetentionSeconds, else the deployment's default.
+	EffectiveDLQRetentionSeconds int `json:"effectiveDlqRetentionSeconds"`
 }
 
 // RetentionDefaults are a deployment's retention windows, in seconds, for
@@ -305,6 +312,8 @@ type Options struct {
 type RetentionDefaults struct {
 	Seconds          int
 	CompletedSeconds int
+	// DLQSeconds is how long dead letters are kept (dlqRetentionSeconds).
+	DLQSeconds int
 }
 
 // WithDerived fills the options derived from the others: retentionEnabled
@@ -332,6 +341,10 @@ func (o Options) WithDerived(enabled *bool, d RetentionDefaults) Options {
 	}
 	if o.EffectiveCompletedRetentionSeconds == 0 {
 		o.EffectiveCompletedRetentionSeconds = d.CompletedSeconds
+	}
+	o.EffectiveDLQRetentionSeconds = o.DLQRetentionSeconds
+	if o.EffectiveDLQRetentionSeconds == 0 {
+		o.EffectiveDLQRetentionSeconds = d.DLQSeconds
 	}
 	o.DeadLetterQueue, o.DLQAfterMaxRetries = true, true
 	return o
@@ -516,6 +529,8 @@ type ReapStats struct {
 	DedupPruned       int `json:"dedupPruned"` // key rows; a segment's first key leaves with its segment
 	SegmentsRetained  int `json:"segmentsRetained"`
 	SegmentsCompleted int `json:"segmentsCompleted"`
+	// DeadLettersExpired are dead letters removed by dlqRetentionSeconds.
+	DeadLettersExpired int `json:"deadLettersExpired"`
 	// Batches is the number of transactions the pass ran.
 	Batches int `json:"batches"`
 	// Behind is true when the deadline ended the pass before every kind
@@ -538,7 +553,7 @@ const MaxBacklogCount = 1_000_000
 
 // Did reports whether the pass changed anything.
 func (s ReapStats) Did() bool {
-	return s.LeasesExpired+s.DedupPruned+s.SegmentsRetained+s.SegmentsCompleted > 0
+	return s.LeasesExpired+s.DedupPruned+s.SegmentsRetained+s.SegmentsCompleted+s.DeadLettersExpired > 0
 }
 
 // Stats are the gauges the reaper and /metrics report.

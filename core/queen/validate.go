@@ -314,6 +314,7 @@ func (o QueueOptions) Validate() error {
 		{"windowBuffer", o.WindowBuffer, 0, 7 * day},
 		{"retentionSeconds", o.RetentionSeconds, 0, 3650 * day},
 		{"completedRetentionSeconds", o.CompletedRetentionSeconds, 0, 3650 * day},
+		{"dlqRetentionSeconds", o.DLQRetentionSeconds, 0, 3650 * day},
 		{"priority", o.Priority, -1000000, 1000000},
 	} {
 		if r.v != nil && (*r.v < r.min || *r.v > r.max) {

@@ -183,6 +183,7 @@ func WriteEMF(w io.Writer, now time.Time, r Report) error {
 		{"DeadLettered", "Count", int64(r.DeadLettered)},
 		{"DedupPruned", "Count", int64(r.DedupPruned)},
 		{"SegmentsRetained", "Count", int64(r.SegmentsRetained + r.SegmentsCompleted)},
+		{"DeadLettersExpired", "Count", int64(r.DeadLettersExpired)},
 		{"ReaperBatches", "Count", int64(r.Batches)},
 		{MetricBehind, "Count", behind},
 		{MetricBacklogLeases, "Count", r.Backlog.Leases},

@@ -37,6 +37,7 @@ type Options struct {
 	MaxSize            int64 // 0: no cap
 	Retention          int   // retentionSeconds; 0: keep
 	CompletedRetention int   // completedRetentionSeconds; 0: keep
+	DLQRetention       int   // dlqRetentionSeconds; 0: the model's default
 }
 
 // DefaultOptions are the options of a queue nobody configured.
@@ -48,7 +49,7 @@ func DefaultOptions() Options {
 type OptionsPatch struct {
 	LeaseTime, RetryLimit, RetryDelay, DedupWindow, DelayedProcessing, WindowBuffer *int
 	MaxSize                                                                         *int64
-	Retention, CompletedRetention                                                   *int
+	Retention, CompletedRetention, DLQRetention                                     *int
 }
 
 // Message is one logged message.
@@ -144,8 +145,9 @@ type DeadLetter struct {
 type Model struct {
 	// DefaultRetention and DefaultCompletedRetention are the deployment's
 	// windows, in seconds, for a queue that sets none of that kind (0:
-	// keep).
-	DefaultRetention, DefaultCompletedRetention int
+	// keep); DefaultDLQRetention keeps dead letters of a queue that sets
+	// no dlqRetentionSeconds, or that was deleted.
+	DefaultRetention, DefaultCompletedRetention, DefaultDLQRetention int
 
 	queues map[string]*queue
 	subs   map[subKey]subscription
@@ -160,7 +162,8 @@ func New() *Model {
 // Clone returns a deep copy.
 func (m *Model) Clone() *Model {
 	c := &Model{DefaultRetention: m.DefaultRetention, DefaultCompletedRetention: m.DefaultCompletedRetention,
-		queues: map[string]*queue{}, subs: map[subKey]subscription{}}
+		DefaultDLQRetention: m.DefaultDLQRetention,
+		queues:              map[string]*queue{}, subs: map[subKey]subscription{}}
 	for k, s := range m.subs {
 		c.subs[k] = s
 	}
@@ -228,6 +231,7 @@ func (m *Model) Configure(queueName string, p OptionsPatch) Options {
 	}
 	set(&q.opts.Retention, p.Retention)
 	set(&q.opts.CompletedRetention, p.CompletedRetention)
+	set(&q.opts.DLQRetention, p.DLQRetention)
 	return q.opts
 }
 

@@ -121,6 +121,7 @@ type ReapStats struct {
 	LeasesExpired, DeadLettered int
 	SegmentsRetained            int // removed by retentionSeconds
 	SegmentsCompleted           int // removed by completedRetentionSeconds
+	DeadLettersExpired          int // removed by dlqRetentionSeconds
 }
 
 // Reap does one unbounded maintenance pass: expire leases (counting the
@@ -129,7 +130,9 @@ type ReapStats struct {
 // (each the model's default where the queue sets none)
 // that every subscribed group has committed past — a group with no cursor
 // on a partition yet counts from its subscription start, so a group whose
-// subscription starts after a segment never holds it back.
+// subscription starts after a segment never holds it back. Dead letters
+// older than their queue's dlqRetentionSeconds (the model's default where
+// it sets none or was deleted) since they were dead-lettered are removed.
 func (m *Model) Reap(now time.Time) ReapStats {
 	var st ReapStats
 	for _, qn := range sortedNames(m.queues) {
@@ -177,7 +180,26 @@ func (m *Model) Reap(now time.Time) ReapStats {
 			}
 		}
 	}
+	st.DeadLettersExpired = m.expireDeadLetters(now)
 	return st
+}
+
+// expireDeadLetters removes the dead letters past their retention.
+func (m *Model) expireDeadLetters(now time.Time) int {
+	kept := m.dlq[:0]
+	for _, d := range m.dlq {
+		keep := m.DefaultDLQRetention
+		if q := m.queues[d.Queue]; q != nil && q.opts.DLQRetention > 0 {
+			keep = q.opts.DLQRetention
+		}
+		if keep > 0 && d.FailedAt.Before(now.Add(-secs(keep))) {
+			continue
+		}
+		kept = append(kept, d)
+	}
+	n := len(m.dlq) - len(kept)
+	m.dlq = kept
+	return n
 }
 
 // dropSegments removes the leading segments that match and counts them.

@@ -146,6 +146,7 @@ BEGIN
         retention_enabled = coalesce((p_opts->>'retentionEnabled')::boolean, retention_enabled),
         completed_retention_seconds = coalesce((p_opts->>'completedRetentionSeconds')::int,
                                                completed_retention_seconds),
+        dlq_retention_seconds = coalesce((p_opts->>'dlqRetentionSeconds')::int, dlq_retention_seconds),
         encryption_enabled = coalesce((p_opts->>'encryptionEnabled')::boolean, encryption_enabled),
         priority = coalesce((p_opts->>'priority')::int, priority),
         updated_at = v_now

@@ -379,6 +379,45 @@ BEGIN
 END
 $fn$;
 
+-- reap_dlq removes up to p_limit dead letters older than their queue's
+-- dlqRetentionSeconds, or p_default for a queue that sets none (and for
+-- the dead letters of deleted queues); 0 keeps them for ever. Returns how
+-- many it removed: fewer than p_limit means it has caught up. It goes
+-- queue by queue through dlq_queue (queue_name, failed_at): the queues
+-- that have dead letters with a skip over the index, and in each only the
+-- due range, so its cost grows with the queues and what is due, not with
+-- the dead letters kept.
+CREATE OR REPLACE FUNCTION queen.reap_dlq(p_now timestamptz, p_limit int, p_default int)
+RETURNS int LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    n     int;
+BEGIN
+    WITH RECURSIVE names AS (
+        (SELECT d.queue_name FROM queen.dlq d ORDER BY d.queue_name LIMIT 1)
+        UNION ALL
+        SELECT (SELECT d.queue_name FROM queen.dlq d WHERE d.queue_name > names.queue_name
+                ORDER BY d.queue_name LIMIT 1)
+        FROM names WHERE names.queue_name IS NOT NULL
+    ),
+    due AS (
+        SELECT e.ctid
+        FROM names
+        LEFT JOIN queen.queues x ON x.name = names.queue_name
+        CROSS JOIN LATERAL (SELECT coalesce(nullif(x.dlq_retention_seconds, 0), p_default, 0) AS keep) k
+        CROSS JOIN LATERAL (
+            SELECT d.ctid FROM queen.dlq d
+            WHERE d.queue_name = names.queue_name AND d.failed_at < v_now - make_interval(secs => k.keep)
+            ORDER BY d.failed_at LIMIT p_limit) e
+        WHERE names.queue_name IS NOT NULL AND k.keep > 0
+        LIMIT p_limit
+    )
+    DELETE FROM queen.dlq WHERE ctid IN (SELECT ctid FROM due);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
+
 -- reap_step does one batch of one kind of maintenance, at most p_limit
 -- rows, in the caller's (short) transaction: 'leases' expires leases,
 -- 'dedup' prunes dedup keys, 'retention' and 'completed' apply the two
