@@ -29,7 +29,11 @@ func (a *API) listDLQ(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": page.Messages, "total": page.Total, "limit": f.Limit, "offset": f.Offset})
+	reply := map[string]any{"messages": page.Messages, "total": page.Total, "limit": f.Limit, "offset": f.Offset}
+	if page.TotalCapped {
+		reply["totalCapped"] = true // total is a lower bound
+	}
+	writeJSON(w, http.StatusOK, reply)
 	return nil
 }
 

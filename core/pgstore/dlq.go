@@ -31,12 +31,16 @@ func (s *Store) ListDeadLetters(ctx context.Context, f queen.DLQFilter) (queen.D
 		Messages []sealedDeadLetter `json:"messages"`
 	}
 	err := s.call(ctx, "list dead letters", sqlDLQList, &out, nullable(f.Queue), nullable(f.ConsumerGroup),
-		nullable(f.Partition), nullTime(f.From), nullTime(f.To), f.Limit, f.Offset)
+		nullable(f.Partition), nullTime(f.From), nullTime(f.To), f.Limit, f.Offset, queen.MaxDLQTotal+1)
 	if err != nil {
 		return queen.DLQPage{}, err
 	}
 	msgs, err := s.openDeadLetters(ctx, out.Messages, f.Queue == "")
-	return queen.DLQPage{Total: out.Total, Messages: msgs}, err
+	page := queen.DLQPage{Total: out.Total, Messages: msgs}
+	if page.Total > queen.MaxDLQTotal {
+		page.Total, page.TotalCapped = queen.MaxDLQTotal, true
+	}
+	return page, err
 }
 
 // DeadLetters implements queen.Store.

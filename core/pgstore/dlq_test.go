@@ -177,3 +177,29 @@ func TestDeadLettersExpireByDLQRetention(t *testing.T) {
 		t.Fatalf("dead letters after 14 days: %v", got)
 	}
 }
+
+// A DLQ listing counts its total up to queen.MaxDLQTotal and says when
+// there are more, so that a page of a large DLQ does not count it all.
+func TestDLQTotalIsCapped(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.New(t)
+	pushN(t, e, "big", "p", "m", 1)
+	deadLetter(t, e, "big")
+	page, err := e.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "big"})
+	if err != nil || page.Total != 1 || page.TotalCapped {
+		t.Fatalf("one dead letter: total %d capped %v %v", page.Total, page.TotalCapped, err)
+	}
+	if _, err := e.Pool.Exec(ctx, `
+		INSERT INTO queen.dlq (queue_name, partition_name, partition_id, msg_offset, message_id, transaction_id,
+		                       payload, trace_id, consumer_group, error, attempts, created_at, failed_at, key_id)
+		SELECT queue_name, partition_name, partition_id, msg_offset, message_id, transaction_id || '-' || g,
+		       payload, trace_id, consumer_group, error, attempts, created_at, failed_at, key_id
+		FROM queen.dlq, generate_series(1, $1::int) g`, queen.MaxDLQTotal); err != nil {
+		t.Fatal(err)
+	}
+	page, err = e.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "big", Limit: 10})
+	if err != nil || page.Total != queen.MaxDLQTotal || !page.TotalCapped || len(page.Messages) != 10 {
+		t.Fatalf("%d dead letters: total %d capped %v, %d on the page, %v; want the total capped at %d",
+			queen.MaxDLQTotal+1, page.Total, page.TotalCapped, len(page.Messages), err, queen.MaxDLQTotal)
+	}
+}

@@ -480,8 +480,15 @@ type DLQFilter struct {
 // DLQPage is one page of dead letters and the total matching the filter.
 type DLQPage struct {
 	Messages []DeadLetter `json:"messages"`
-	Total    int64        `json:"total"`
+	// Total counts the dead letters the filter matches, up to MaxDLQTotal;
+	// TotalCapped is true when there are more.
+	Total       int64 `json:"total"`
+	TotalCapped bool  `json:"totalCapped,omitempty"`
 }
+
+// MaxDLQTotal caps a DLQ listing's total, so that a page of a large DLQ
+// costs the page, not a count of every dead letter.
+const MaxDLQTotal = 10_000
 
 // BrowseRequest reads the log of a queue without consuming it.
 // MaintenanceMode names a maintenance switch.

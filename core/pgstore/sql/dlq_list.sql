@@ -1,4 +1,4 @@
--- $1 queue, $2 group, $3 partition, $4 from, $5 to, $6 limit, $7 offset
+-- $1 queue, $2 group, $3 partition, $4 from, $5 to, $6 limit, $7 offset, $8 the most total counts
 WITH f AS (
     SELECT * FROM queen.dlq
     WHERE ($1::text IS NULL OR queue_name = $1)
@@ -8,7 +8,7 @@ WITH f AS (
       AND ($5::timestamptz IS NULL OR failed_at <= $5)
 )
 SELECT json_build_object(
-    'total', (SELECT count(*) FROM f),
+    'total', (SELECT count(*) FROM (SELECT 1 FROM f LIMIT $8) c),
     'messages', coalesce((
         SELECT json_agg(json_build_object(
                    'id', d.id, 'queue', d.queue_name, 'partition', d.partition_name,
