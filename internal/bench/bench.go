@@ -76,6 +76,26 @@ type Config struct {
 	// function under the Lambda emulator, both built at run time with the
 	// go toolchain (queen bench turns it on).
 	LambdaEmulator bool
+	// GrowthMessages is the log G stores. Default DefaultGrowthMessages.
+	GrowthMessages int
+	// GrowthPartitions is the partitions it spreads over. Default
+	// DefaultGrowthPartitions.
+	GrowthPartitions int
+	// GrowthDLQShare is the share of it the groups dead-letter. Default
+	// DefaultGrowthDLQShare.
+	GrowthDLQShare float64
+	// GrowthSamples is the most samples of each of G's calls per database.
+	// Default DefaultGrowthSamples.
+	GrowthSamples int
+	// GrowthRounds is how often G times each reaper kind per database.
+	// Default DefaultGrowthRounds.
+	GrowthRounds int
+	// GrowthBudget is the time the samples of one of G's calls may take.
+	// Default DefaultGrowthBudget.
+	GrowthBudget time.Duration
+	// Database makes a fresh, migrated database for G (what names it) and
+	// returns its URL and what drops it. Without it G is skipped.
+	Database func(ctx context.Context, what string) (url string, drop func(), err error)
 	// Only, when set, runs just the workloads named (e.g. "P1", "raw-1").
 	Only []string
 	// Out receives the progress table. Default os.Stdout.
@@ -117,6 +137,24 @@ func (c Config) WithDefaults() Config {
 	if c.WaitSamples <= 0 {
 		c.WaitSamples = DefaultWaitSamples
 	}
+	if c.GrowthMessages <= 0 {
+		c.GrowthMessages = DefaultGrowthMessages
+	}
+	if c.GrowthPartitions <= 0 {
+		c.GrowthPartitions = DefaultGrowthPartitions
+	}
+	if c.GrowthDLQShare <= 0 {
+		c.GrowthDLQShare = DefaultGrowthDLQShare
+	}
+	if c.GrowthSamples <= 0 {
+		c.GrowthSamples = DefaultGrowthSamples
+	}
+	if c.GrowthRounds <= 0 {
+		c.GrowthRounds = DefaultGrowthRounds
+	}
+	if c.GrowthBudget <= 0 {
+		c.GrowthBudget = DefaultGrowthBudget
+	}
 	if c.ResultsDir == "" {
 		c.ResultsDir = DefaultResultsDir
 	}
@@ -135,13 +173,20 @@ type Result struct {
 	Rows    int64   `json:"rows"`
 	Seconds float64 `json:"seconds"`
 	// Rate is rows (messages) per second.
-	Rate   float64 `json:"rate"`
-	P50Ms  float64 `json:"p50Ms"`
-	P99Ms  float64 `json:"p99Ms"`
-	Value  float64 `json:"value,omitempty"` // D: bytes per message; S: ratio
-	Unit   string  `json:"unit"`
-	Target string  `json:"target,omitempty"`
-	Pass   *bool   `json:"pass,omitempty"`
+	Rate  float64 `json:"rate"`
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	Value float64 `json:"value,omitempty"` // D: bytes per message; S, G: ratio
+	Unit  string  `json:"unit"`
+	// Stored and Empty are G's figure with the log stored and with an
+	// empty one (What names the unit); Value is their ratio.
+	Stored float64 `json:"stored,omitempty"`
+	Empty  float64 `json:"empty,omitempty"`
+	// Error says why a figure could not be measured as asked; it is judged
+	// a miss.
+	Error  string `json:"error,omitempty"`
+	Target string `json:"target,omitempty"`
+	Pass   *bool  `json:"pass,omitempty"`
 }
 
 // Report is a whole run.
@@ -152,6 +197,8 @@ type Report struct {
 	DurationS  float64   `json:"durationSeconds"`
 	Postgres   string    `json:"postgres"`
 	Results    []Result  `json:"results"`
+	// Growth describes G's stored log, when G ran.
+	Growth *Growth `json:"growth,omitempty"`
 }
 
 type runner struct {
@@ -207,6 +254,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"W", r.wait},
 		{"SUB", r.subscribe},
 		{"R", r.reap},
+		{"G", r.growth},
 	}
 	for _, s := range steps {
 		if !r.selected(s.name) {
@@ -241,7 +289,7 @@ func (r *runner) selected(name string) bool {
 func (r *runner) add(res Result) {
 	r.report.Results = append(r.report.Results, res)
 	rate := fmt.Sprintf("%.0f %s", res.Rate, res.Unit)
-	if res.Name == "D" || res.Name == "S" {
+	if res.Name == "D" || res.Name == "S" || res.Unit == "×" {
 		rate = fmt.Sprintf("%.2f %s", res.Value, res.Unit)
 	}
 	if res.Name == "W" && res.Unit != "ms p50" || res.Unit == "stmt/s" {
@@ -250,7 +298,14 @@ func (r *runner) add(res Result) {
 	if res.Unit == "ms p50" {
 		rate = fmt.Sprintf("%.1f %s", res.Rate, res.Unit)
 	}
-	fmt.Fprintf(r.cfg.Out, "%-10s %-5s %-46s %12s %9.2f %9.2f  %s\n", res.Name, res.Via, res.What, rate, res.P50Ms, res.P99Ms, res.Target)
+	target := res.Target
+	if res.Name == "G" && res.Unit == "×" {
+		target = fmt.Sprintf("stored %.3f / empty %.3f", res.Stored, res.Empty)
+		if res.Error != "" {
+			target += "; " + res.Error
+		}
+	}
+	fmt.Fprintf(r.cfg.Out, "%-10s %-5s %-46s %12s %9.2f %9.2f  %s\n", res.Name, res.Via, res.What, rate, res.P50Ms, res.P99Ms, target)
 }
 
 // write writes the report as results.json and its chart as results.svg

@@ -6,7 +6,9 @@ import (
 	"strings"
 )
 
-// chart draws the throughput results as a horizontal bar chart in SVG.
+// chart draws the throughput results as a horizontal bar chart in SVG,
+// with the figures that are not rates (D's bytes, S's and G's ratios)
+// as lines of text under it.
 func chart(rep Report) string {
 	type bar struct {
 		label string
@@ -17,7 +19,7 @@ func chart(rep Report) string {
 	var bars []bar
 	maxV := 0.0
 	for _, r := range rep.Results {
-		if r.Name == "D" || r.Name == "S" {
+		if r.Name == "D" || r.Name == "S" || r.Unit == "×" {
 			continue
 		}
 		color := "#4c78a8"
@@ -39,7 +41,13 @@ func chart(rep Report) string {
 		maxV = max(maxV, r.Rate)
 	}
 	const left, width, rowH = 150, 520, 24
-	height := 70 + rowH*len(bars) + 60
+	notes := 0
+	for _, r := range rep.Results {
+		if r.Name == "D" || r.Unit == "×" {
+			notes++
+		}
+	}
+	height := 70 + rowH*len(bars) + 18*notes + 24
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, left+width+170, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`)
@@ -58,8 +66,12 @@ func chart(rep Report) string {
 	}
 	y := 70 + rowH*len(bars)
 	for _, r := range rep.Results {
-		if r.Name == "D" || (r.Name == "S" && r.Unit == "×") {
-			fmt.Fprintf(&b, `<text x="10" y="%d">%s: %.2f %s (target %s)</text>`, y, html.EscapeString(r.What), r.Value, html.EscapeString(r.Unit), html.EscapeString(r.Target))
+		if r.Name == "D" || r.Unit == "×" {
+			what := r.Name + " " + r.What
+			if r.Name == "G" {
+				what += fmt.Sprintf(" (stored %.3f, empty %.3f)", r.Stored, r.Empty)
+			}
+			fmt.Fprintf(&b, `<text x="10" y="%d">%s: %.2f %s (target %s)</text>`, y, html.EscapeString(what), r.Value, html.EscapeString(r.Unit), html.EscapeString(r.Target))
 			y += 18
 		}
 	}

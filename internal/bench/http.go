@@ -13,10 +13,12 @@ import (
 	"strconv"
 
 	"github.com/queen-serverless/queen/core/httpapi"
+	"github.com/queen-serverless/queen/core/prommetrics"
 	"github.com/queen-serverless/queen/core/queen"
 )
 
-// httpTarget is the HTTP server on loopback and a client for it.
+// httpTarget is the HTTP server on loopback, built as queen serve builds
+// its own (every route, Prometheus metrics), and a client for it.
 type httpTarget struct {
 	srv    *http.Server
 	base   string
@@ -28,7 +30,7 @@ func startHTTP(store queen.Store, conns int) (*httpTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	api := httpapi.New(store, httpapi.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	api := httpapi.New(store, httpapi.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: prommetrics.New()})
 	srv := &http.Server{Handler: api.Handler(httpapi.AllGroups...)}
 	go func() { _ = srv.Serve(ln) }()
 	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}
@@ -67,6 +69,24 @@ func (h *httpTarget) do(ctx context.Context, method, path string, body any, out 
 		return resp.StatusCode, json.Unmarshal(b, out)
 	}
 	return resp.StatusCode, nil
+}
+
+// get fetches path and returns the body of its answer.
+func (h *httpTarget) get(ctx context.Context, path string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", h.base+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode >= 400 {
+		err = fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b), err
 }
 
 func (h *httpTarget) push(ctx context.Context, items []queen.PushItem) error {

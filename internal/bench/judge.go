@@ -166,7 +166,11 @@ func judge(rep *Report) {
 		case res.Name == "SUB" && res.Unit == "stmt/s":
 			set(res, "nothing beyond the reaper's pass", res.Ops <= TargetSubscriptionIdleStatements)
 		case res.Name == "G" && res.Unit == "×":
-			set(res, fmt.Sprintf("≤ %.1f", TargetGrowthRatio), res.Value <= TargetGrowthRatio)
+			target := fmt.Sprintf("≤ %.1f", TargetGrowthRatio)
+			if res.Error != "" {
+				target += " (" + res.Error + ")"
+			}
+			set(res, target, res.Error == "" && res.Value <= TargetGrowthRatio)
 		}
 	}
 }

@@ -89,10 +89,12 @@ func TestJudgeHoldsEachTargetToSPEC(t *testing.T) {
 	edge("SUB idle", func(v float64) []Result {
 		return []Result{{Name: "SUB", Via: "core", What: "103 idle subscriptions: statements/s", Ops: int64(v), Unit: "stmt/s"}}
 	}, 0, false)
-	// G: every ratio stored / empty ≤ 1.5.
+	// G: every ratio stored / empty ≤ 1.5, and a figure that could not be
+	// measured misses.
 	edge("G", func(v float64) []Result {
 		return []Result{{Name: "G", Via: "core", What: "retention: µs per due row", Value: v, Unit: "×"}}
 	}, 1.5, false)
+	checks = append(checks, check{"G failed", []Result{{Name: "G", Via: "core", What: "stats pass", Value: 1, Unit: "×", Error: "failed"}}, false})
 
 	for _, c := range checks {
 		rep := Report{Results: append(base(), c.res...)}
