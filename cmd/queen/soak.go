@@ -27,11 +27,20 @@ func soakCmd(ctx context.Context, args []string, getenv func(string) string, out
 	seed := fs.Uint64("seed", 0, "seed of every random choice (0: from the clock); also $SOAK_SEED")
 	fraction := fs.Float64("fraction", 0, fmt.Sprintf("share of the measured P10 rate pushed steadily (default %v; the short form caps it at %v msg/s)", soak.DefaultFraction, soak.ShortMaxRate))
 	rate := fs.Float64("rate", 0, "steady push rate in messages/s instead of a share of the measured P10 rate")
+	backlog := fs.Int("backlog", 0, fmt.Sprintf("messages stored before the traffic, not due during the run (0: the default, %d; the short form: %d; -1: none); also $SOAK_BACKLOG",
+		soak.DefaultBacklog, soak.ShortBacklog))
+	backlogParts := fs.Int("backlog-partitions", 0, fmt.Sprintf("partitions of the backlog (0: the default, %d; the short form: %d)",
+		soak.DefaultBacklogPartitions, soak.ShortBacklogPartitions))
 	short := fs.Bool("short", false, "the short form make test runs: about two minutes, lower load, one long transaction; sizes and latencies reported, not enforced")
 	results := fs.String("out", soak.DefaultResultsDir, "folder for results.json, results.svg and the server's log")
 	if v := getenv("SOAK_DURATION"); v != "" {
 		if err := fs.Set("duration", v); err != nil {
 			return fmt.Errorf("SOAK_DURATION: %w", err)
+		}
+	}
+	if v := getenv("SOAK_BACKLOG"); v != "" {
+		if err := fs.Set("backlog", v); err != nil {
+			return fmt.Errorf("SOAK_BACKLOG: %w", err)
 		}
 	}
 	if v := getenv("SOAK_SEED"); v != "" {
@@ -48,7 +57,8 @@ func soakCmd(ctx context.Context, args []string, getenv func(string) string, out
 		}
 		return err
 	}
-	cfg := soak.Config{Out: out, Seed: *seed, Short: *short, Duration: *d, Fraction: *fraction, Rate: *rate, ResultsDir: *results}
+	cfg := soak.Config{Out: out, Seed: *seed, Short: *short, Duration: *d, Fraction: *fraction, Rate: *rate, ResultsDir: *results,
+		Backlog: *backlog, BacklogPartitions: *backlogParts}
 	if err := os.MkdirAll(*results, 0o755); err != nil {
 		return err
 	}

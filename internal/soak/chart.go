@@ -43,7 +43,7 @@ func chart(r *Report) string {
 		title string
 		lines []series
 	}{
-		{"size on disk (MB): schema queen and its largest tables", sizeSeries(r.Samples)},
+		{"size on disk (MB): schema queen and its largest tables", sizeSeries(r.Samples, r.Backlog)},
 		{"dead tuples (pg_stat_user_tables), all tables", []series{{name: "dead tuples", color: palette[3], y: pick(r.Samples, func(s Sample) float64 { return float64(s.DeadTuples) })}}},
 		{"latency (ms): p99 solid, p50 dashed", latencySeries(r.Samples)},
 		{"reaper backlog (largest per interval) and group lag", backlogSeries(r.Samples)},
@@ -55,8 +55,12 @@ func chart(r *Report) string {
 	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15" font-weight="bold">Queen Serverless — soak, %s at %.0f msg/s, %d partitions, %d groups, PostgreSQL %s</text>`,
 		fmtElapsed(time.Duration(r.Settings.DurationS*float64(time.Second))), r.AchievedRate, r.Settings.Partitions,
 		r.Settings.Groups, html.EscapeString(r.Postgres))
-	fmt.Fprintf(&b, `<text x="10" y="42" fill="#555">shaded: a %.0f s REPEATABLE READ transaction held open; retention %.0f s, dedup window %.0f s</text>`,
-		r.Settings.LongTxForS, r.Settings.RetentionS, r.Settings.DedupWindowS)
+	stored := ""
+	if bl := r.Backlog; bl != nil {
+		stored = fmt.Sprintf("; stored beside it: %d messages over %d partitions, not due", bl.Messages, bl.Partitions)
+	}
+	fmt.Fprintf(&b, `<text x="10" y="42" fill="#555">shaded: a %.0f s REPEATABLE READ transaction held open; retention %.0f s, dedup window %.0f s%s</text>`,
+		r.Settings.LongTxForS, r.Settings.RetentionS, r.Settings.DedupWindowS, html.EscapeString(stored))
 	fmt.Fprintf(&b, `<text x="10" y="62" fill="#555">%s</text>`, html.EscapeString(r.Summary()))
 	for i, p := range panels {
 		y0 := top + i*(panelH+gap)
@@ -74,11 +78,16 @@ func pick(samples []Sample, f func(Sample) float64) []float64 {
 	return out
 }
 
-// sizeSeries is the total and the tables that end up largest.
-func sizeSeries(samples []Sample) []series {
+// sizeSeries is the total, the size before the traffic (with the stored
+// backlog) and the tables that end up largest.
+func sizeSeries(samples []Sample, b *BacklogReport) []series {
 	out := []series{{name: "total", color: "#333", y: pick(samples, func(s Sample) float64 { return float64(s.TotalBytes) / 1e6 })}}
 	if len(samples) == 0 {
 		return out
+	}
+	if b != nil {
+		out = append(out, series{name: "before the traffic", color: "#333", dashed: true,
+			y: pick(samples, func(Sample) float64 { return float64(b.BaseBytes) / 1e6 })})
 	}
 	var tables []Relation
 	for _, rel := range samples[len(samples)-1].Relations {

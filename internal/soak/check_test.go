@@ -141,12 +141,26 @@ func TestSizeAndP99Checks(t *testing.T) {
 	for m := 0; m <= 30; m++ {
 		samples = append(samples, Sample{ElapsedS: float64(60 * m), TotalBytes: 1000 + int64(min(m, 20))*10})
 	}
-	if c := sizeCheck(samples, cfg, true); !c.Pass {
+	if c := sizeCheck(samples, 0, cfg, true); !c.Pass {
 		t.Errorf("a plateau from minute 20 fails: %+v", c)
 	}
 	samples[30].TotalBytes = 1200 * 106 / 100
-	if c := sizeCheck(samples, cfg, true); c.Pass {
+	if c := sizeCheck(samples, 0, cfg, true); c.Pass {
 		t.Errorf("6%% growth over the last third passes: %+v", c)
+	}
+	// A backlog stored before the traffic is not what the growth is
+	// measured against: 60 bytes on 1,200 is 5 %, on the 200 beyond a
+	// backlog of 1,000 it is 30 %.
+	samples[30].TotalBytes = 1200 + 60
+	if c := sizeCheck(samples, 0, cfg, true); !c.Pass {
+		t.Errorf("5%% growth without a backlog fails: %+v", c)
+	}
+	if c := sizeCheck(samples, 1000, cfg, true); c.Pass || !strings.Contains(c.Detail, "+30.0%") {
+		t.Errorf("30%% growth beyond the backlog passes: %+v", c)
+	}
+	samples[30].TotalBytes = 1200 + 10
+	if c := sizeCheck(samples, 1000, cfg, true); !c.Pass {
+		t.Errorf("5%% growth beyond the backlog fails: %+v", c)
 	}
 	if c := p99Check("push", LatencyStat{N: 10, P99MS: 10}, LatencyStat{N: 10, P99MS: 15}, true); !c.Pass {
 		t.Errorf("1.5× fails: %+v", c)
@@ -178,5 +192,58 @@ func TestCaughtUp(t *testing.T) {
 	passes = append(passes, Pass{Start: at(175)})
 	if c := backlogCheck(caughtUp(txs, passes), 2); !c.Pass {
 		t.Errorf("the backlog check fails: %+v", c)
+	}
+}
+
+// The backlog is on by default, smaller in the short form, and off when
+// negative.
+func TestBacklogConfig(t *testing.T) {
+	for _, c := range []struct {
+		cfg             Config
+		backlog, parts  int
+		settingsBacklog int
+	}{
+		{Config{URL: "x"}, DefaultBacklog, DefaultBacklogPartitions, DefaultBacklog},
+		{Config{URL: "x", Short: true}, ShortBacklog, ShortBacklogPartitions, ShortBacklog},
+		{Config{URL: "x", Backlog: -5}, -1, DefaultBacklogPartitions, 0},
+		{Config{URL: "x", Backlog: 2_000_000, BacklogPartitions: 7}, 2_000_000, 7, 2_000_000},
+	} {
+		got := c.cfg.WithDefaults()
+		if got.Backlog != c.backlog || got.BacklogPartitions != c.parts || settingsOf(got).Backlog != c.settingsBacklog {
+			t.Errorf("%+v: backlog %d over %d partitions (settings %d), want %d over %d (%d)", c.cfg, got.Backlog,
+				got.BacklogPartitions, settingsOf(got).Backlog, c.backlog, c.parts, c.settingsBacklog)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("%+v: %v", c.cfg, err)
+		}
+	}
+}
+
+// What the routines cost is compared between the first and the last third,
+// leaving out the first interval (it holds what came before the steady
+// phase), the costliest over the last third first.
+func TestRoutineThirds(t *testing.T) {
+	cfg := Config{URL: "x", Duration: 3 * time.Minute, SampleEvery: 10 * time.Second}
+	var samples []Sample
+	for s := 0; s <= 180; s += 10 {
+		r := map[string]Routine{"push": {Calls: 10, MS: 10}, "reap": {Calls: 5, MS: 5}}
+		if s > 120 {
+			r["reap"] = Routine{Calls: 5, MS: 50}
+		}
+		if s <= 10 {
+			r["push"] = Routine{Calls: 1000, MS: 1}
+		}
+		samples = append(samples, Sample{ElapsedS: float64(s), Routines: r})
+	}
+	got := routineThirds(samples, cfg)
+	if len(got) != 2 || got[0].Name != "reap" || got[1].Name != "push" {
+		t.Fatalf("routines %+v, want reap then push", got)
+	}
+	reap, push := got[0], got[1]
+	if reap.First.perCall() != 1 || reap.Last.perCall() != 10 || reap.Last.Calls != 30 {
+		t.Errorf("reap: %+v, want 1 ms per call, then 10 ms over 30 calls", reap)
+	}
+	if push.First.Calls != 50 || push.First.perCall() != 1 {
+		t.Errorf("push: %+v, want the first third without its first interval: 50 calls of 1 ms", push)
 	}
 }

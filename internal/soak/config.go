@@ -66,6 +66,10 @@ const (
 	DefaultDrainTimeout = 3 * time.Minute
 	// DefaultRequestTimeout is the HTTP client's timeout.
 	DefaultRequestTimeout = time.Minute
+	// DefaultBacklog is the messages of the stored backlog, over
+	// DefaultBacklogPartitions partitions: not due during the run.
+	DefaultBacklog           = 1_000_000
+	DefaultBacklogPartitions = 100_000
 	// DefaultResultsDir receives results.json and results.svg.
 	DefaultResultsDir = "soak-results"
 
@@ -90,6 +94,10 @@ const (
 	ShortLongTxEvery   = 30 * time.Second
 	ShortDrainTimeout  = time.Minute
 	ShortPollTimeoutMS = 1000
+	// ShortBacklog and ShortBacklogPartitions: a small backlog, so that
+	// its code path runs in CI at little cost.
+	ShortBacklog           = 50_000
+	ShortBacklogPartitions = 5_000
 )
 
 // Config configures Run. The zero value of every field but URL means its
@@ -129,6 +137,11 @@ type Config struct {
 	Retention, DedupWindow time.Duration
 	LeaseTime, RetryLimit  int
 	PoisonEvery            int
+
+	// Backlog is the messages stored, before the traffic starts, in a
+	// queue of their own with a window of BacklogWindow, over
+	// BacklogPartitions partitions; negative: no backlog.
+	Backlog, BacklogPartitions int
 
 	ReaperInterval, SampleEvery time.Duration
 	LongTxEvery, LongTxFor      time.Duration
@@ -191,6 +204,13 @@ func (c Config) WithDefaults() Config {
 	set(&c.LeaseTime, DefaultLeaseTime)
 	set(&c.RetryLimit, DefaultRetryLimit)
 	set(&c.PoisonEvery, DefaultPoisonEvery)
+	if c.Short {
+		set(&c.Backlog, ShortBacklog)
+		set(&c.BacklogPartitions, ShortBacklogPartitions)
+	}
+	set(&c.Backlog, DefaultBacklog)
+	set(&c.BacklogPartitions, DefaultBacklogPartitions)
+	c.Backlog = max(c.Backlog, -1)
 	if c.ResultsDir == "" {
 		c.ResultsDir = DefaultResultsDir
 	}
@@ -209,7 +229,7 @@ func (c Config) Validate() error {
 	}{{"Partitions", c.Partitions}, {"Groups", c.Groups}, {"ConsumersPerGroup", c.ConsumersPerGroup},
 		{"Producers", c.Producers}, {"PushItems", c.PushItems}, {"PopBatch", c.PopBatch},
 		{"PopPartitions", c.PopPartitions}, {"LeaseTime", c.LeaseTime}, {"RetryLimit", c.RetryLimit},
-		{"PoisonEvery", c.PoisonEvery}} {
+		{"PoisonEvery", c.PoisonEvery}, {"BacklogPartitions", c.BacklogPartitions}} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", f.name, f.v))
 		}

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/queen-serverless/queen/core/queen"
@@ -39,8 +40,9 @@ func (r *runner) judge() {
 		}
 		rep.Thirds = append(rep.Thirds, t)
 	}
+	rep.Routines = routineThirds(rep.Samples, cfg)
 	timings := !cfg.Short
-	rep.Checks = append(rep.Checks, sizeCheck(rep.Samples, cfg, timings))
+	rep.Checks = append(rep.Checks, sizeCheck(rep.Samples, r.baseBytes, cfg, timings))
 	for _, op := range opNames {
 		rep.Checks = append(rep.Checks, p99Check(op, rep.Thirds[0].Latency[op], rep.Thirds[2].Latency[op], timings))
 	}
@@ -61,21 +63,76 @@ func (r *runner) judge() {
 }
 
 // sizeCheck: the total size grows by at most MaxSizeGrowth over the last
-// third of the steady phase (from the first sample in it to the last).
-func sizeCheck(samples []Sample, cfg Config, enforced bool) Check {
+// third of the steady phase (from the first sample in it to the last). The
+// growth is measured against what the traffic keeps on disk: the total
+// less base, the size before the traffic started (the stored backlog, which
+// is not due during the run). Whatever grows — the backlog's part too —
+// counts as growth.
+func sizeCheck(samples []Sample, base int64, cfg Config, enforced bool) Check {
 	c := Check{Name: CheckSize, Enforced: enforced}
 	from := twoThirds(samples, cfg)
-	if from < 0 || len(samples) < 2 || samples[from].TotalBytes == 0 {
+	if from < 0 || len(samples) < 2 || samples[from].TotalBytes-base <= 0 {
 		c.Detail = "? (no samples of the last third)"
 		return c
 	}
 	a, b := samples[from], samples[len(samples)-1]
-	growth := float64(b.TotalBytes-a.TotalBytes) / float64(a.TotalBytes)
+	growth := float64(b.TotalBytes-a.TotalBytes) / float64(a.TotalBytes-base)
 	c.Pass = growth <= MaxSizeGrowth
 	c.Detail = fmt.Sprintf("%+.1f%% over the last third (%s at %s, %s at %s; ≤ %+.0f%%)", 100*growth,
-		fmtBytes(a.TotalBytes), fmtElapsed(time.Duration(a.ElapsedS*1e9)), fmtBytes(b.TotalBytes),
+		fmtBytes(a.TotalBytes-base), fmtElapsed(time.Duration(a.ElapsedS*1e9)), fmtBytes(b.TotalBytes-base),
 		fmtElapsed(time.Duration(b.ElapsedS*1e9)), 100*MaxSizeGrowth)
+	if base > 0 {
+		c.Detail += fmt.Sprintf(", beyond the %s stored before the traffic", fmtBytes(base))
+	}
 	return c
+}
+
+// routinesPrinted is how many routines the report prints.
+const routinesPrinted = 12
+
+// routineThirds sums each routine's calls and time over the samples of
+// the first and of the last third of the steady phase (a sample holds its
+// interval's), the costliest over the last third first. The first
+// interval is left out: a connection reports its routines' statistics up
+// to seconds late, so it also holds some of what came before the steady
+// phase.
+func routineThirds(samples []Sample, cfg Config) []RoutineThirds {
+	third := cfg.Duration.Seconds() / 3
+	slack := cfg.SampleEvery.Seconds() / 2
+	by := map[string]*RoutineThirds{}
+	add := func(to *Routine, r Routine) {
+		to.Calls, to.MS, to.SelfMS = to.Calls+r.Calls, to.MS+r.MS, to.SelfMS+r.SelfMS
+	}
+	for _, s := range samples {
+		first := s.ElapsedS > cfg.SampleEvery.Seconds()+slack && s.ElapsedS <= third+slack
+		last := s.ElapsedS > 2*third+slack
+		if !first && !last {
+			continue
+		}
+		for name, r := range s.Routines {
+			x := by[name]
+			if x == nil {
+				x = &RoutineThirds{Name: name}
+				by[name] = x
+			}
+			if first {
+				add(&x.First, r)
+			} else {
+				add(&x.Last, r)
+			}
+		}
+	}
+	out := make([]RoutineThirds, 0, len(by))
+	for _, x := range by {
+		out = append(out, *x)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Last.MS != out[j].Last.MS {
+			return out[i].Last.MS > out[j].Last.MS
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
 }
 
 // twoThirds is the index of the first sample of the last third (-1: none).

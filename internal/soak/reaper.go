@@ -43,19 +43,25 @@ func (l *reaperLoop) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		start := time.Now()
-		st, err := l.store.Reap(ctx, queen.ReapRequest{Deadline: start.Add(l.interval)})
+		p := reapOnce(ctx, l.store, l.interval)
 		if ctx.Err() != nil {
 			return
-		}
-		p := Pass{Start: start, MS: float64(time.Since(start).Microseconds()) / 1000, Stats: st}
-		if err != nil {
-			p.Err = err.Error()
 		}
 		l.mu.Lock()
 		l.passes = append(l.passes, p)
 		l.mu.Unlock()
 	}
+}
+
+// reapOnce runs one reaper pass with budget as its time budget.
+func reapOnce(ctx context.Context, store queen.Store, budget time.Duration) Pass {
+	start := time.Now()
+	st, err := store.Reap(ctx, queen.ReapRequest{Deadline: start.Add(budget)})
+	p := Pass{Start: start, MS: float64(time.Since(start).Microseconds()) / 1000, Stats: st}
+	if err != nil {
+		p.Err = err.Error()
+	}
+	return p
 }
 
 // since returns the passes that started at or after t.

@@ -20,15 +20,21 @@ type Report struct {
 	// P10Rate is the measured P10 push rate (messages/s through the HTTP
 	// API; 0 when Config.Rate was given), TargetRate the steady rate asked
 	// for and AchievedRate the one pushed.
-	P10Rate      float64  `json:"p10Rate"`
-	TargetRate   float64  `json:"targetRate"`
-	AchievedRate float64  `json:"achievedRate"`
-	Samples      []Sample `json:"samples"`
+	P10Rate      float64 `json:"p10Rate"`
+	TargetRate   float64 `json:"targetRate"`
+	AchievedRate float64 `json:"achievedRate"`
+	// Backlog is the stored backlog (null: none).
+	Backlog *BacklogReport `json:"backlog,omitempty"`
+	Samples []Sample       `json:"samples"`
 	// Thirds are the latencies over each third of the steady phase.
-	Thirds           []Third  `json:"thirds"`
-	LongTransactions []LongTx `json:"longTransactions"`
-	Passes           []Pass   `json:"reaperPasses"`
-	Checks           []Check  `json:"checks"`
+	Thirds []Third `json:"thirds"`
+	// Routines compare what schema queen's routines cost per call over
+	// the first and the last third, the costliest over the last third
+	// first (empty when they were not timed).
+	Routines         []RoutineThirds `json:"routines,omitempty"`
+	LongTransactions []LongTx        `json:"longTransactions"`
+	Passes           []Pass          `json:"reaperPasses"`
+	Checks           []Check         `json:"checks"`
 	// Lost, Gaps, Order, Dedup and Other count the violations by kind
 	// (docs/testing.md, Soak); Violations describes them.
 	Lost       int      `json:"lost"`
@@ -60,6 +66,9 @@ type Settings struct {
 	SampleEveryS      float64 `json:"sampleEverySeconds"`
 	LongTxEveryS      float64 `json:"longTxEverySeconds"`
 	LongTxForS        float64 `json:"longTxForSeconds"`
+	// Backlog (messages; 0: none) over BacklogPartitions partitions.
+	Backlog           int `json:"backlog"`
+	BacklogPartitions int `json:"backlogPartitions"`
 }
 
 func settingsOf(c Config) Settings {
@@ -68,7 +77,8 @@ func settingsOf(c Config) Settings {
 		PopPartitions: c.PopPartitions, RetentionS: c.Retention.Seconds(), DedupWindowS: c.DedupWindow.Seconds(),
 		LeaseTime: c.LeaseTime, RetryLimit: c.RetryLimit, PoisonEvery: c.PoisonEvery,
 		ReaperIntervalS: c.ReaperInterval.Seconds(), SampleEveryS: c.SampleEvery.Seconds(),
-		LongTxEveryS: c.LongTxEvery.Seconds(), LongTxForS: c.LongTxFor.Seconds()}
+		LongTxEveryS: c.LongTxEvery.Seconds(), LongTxForS: c.LongTxFor.Seconds(),
+		Backlog: max(c.Backlog, 0), BacklogPartitions: c.BacklogPartitions}
 }
 
 // Third is the latency of each operation over one third of the steady
@@ -77,6 +87,22 @@ type Third struct {
 	FromS   float64                `json:"fromSeconds"`
 	ToS     float64                `json:"toSeconds"`
 	Latency map[string]LatencyStat `json:"latency"`
+}
+
+// RoutineThirds is one routine's calls and time per call over the first
+// and the last third of the steady phase.
+type RoutineThirds struct {
+	Name  string  `json:"name"`
+	First Routine `json:"first"`
+	Last  Routine `json:"last"`
+}
+
+// perCall is the time of one call in ms, with what it called.
+func (r Routine) perCall() float64 {
+	if r.Calls == 0 {
+		return 0
+	}
+	return r.MS / float64(r.Calls)
 }
 
 // Check is one of the run's pass/fail checks.
@@ -158,8 +184,8 @@ func (r *Report) Summary() string {
 	if !r.OK() {
 		verdict = "FAILED"
 	}
-	return fmt.Sprintf("soak: %s rate=%.0f size_growth=%s p99_ratio %s caught_up=%d/%d lost=%d gaps=%d order=%d dedup=%d other=%d",
-		verdict, r.AchievedRate, growth, strings.Join(ratios, " "), caught, len(r.LongTransactions),
+	return fmt.Sprintf("soak: %s rate=%.0f backlog=%d size_growth=%s p99_ratio %s caught_up=%d/%d lost=%d gaps=%d order=%d dedup=%d other=%d",
+		verdict, r.AchievedRate, r.Settings.Backlog, growth, strings.Join(ratios, " "), caught, len(r.LongTransactions),
 		r.Lost, r.Gaps, r.Order, r.Dedup, r.Other)
 }
 
@@ -181,6 +207,13 @@ func (r *Report) write(dir string) error {
 // print prints the report, ending with the summary line.
 func (r *Report) print(w io.Writer, dir string) {
 	s := r.Stats
+	if b := r.Backlog; b != nil {
+		fmt.Fprintf(w, "\nbacklog: %d messages over %d partitions of %s, stored in %.1f s (%.0f msg/s; %d with a transactionId "+
+			"of their own); %d groups read %d each (%d dead-lettered); schema queen %s with it (%s its own); "+
+			"idle reaper pass %.1f ms (%.1f ms empty); at the end: %s",
+			b.Messages, b.Partitions, b.Queue, b.FillS, b.FillRate, b.ClientIDs, len(b.Groups), b.ReadPerGroup, b.DeadLettered,
+			fmtBytes(b.BaseBytes), fmtBytes(b.Bytes), b.IdleReapStoredMS, b.IdleReapEmptyMS, b.Intact)
+	}
 	fmt.Fprintf(w, "\npushes: %d answered 201, %d messages queued (%.0f msg/s of %.0f asked; %d ticks missed); "+
 		"repeats inside the dedup window %d (%d duplicates), past it %d (%d queued)\n",
 		s.Pushes, s.Queued, r.AchievedRate, r.TargetRate, s.MissedTicks, s.RepeatsInWindow, s.RepeatsDuplicate,
@@ -209,6 +242,17 @@ func (r *Report) print(w io.Writer, dir string) {
 			fmt.Fprintf(w, "  %s p50 %.2f ms p99 %.2f ms (%d)", op, l.P50MS, l.P99MS, l.N)
 		}
 		fmt.Fprintln(w)
+	}
+	if len(r.Routines) > 0 {
+		fmt.Fprintln(w, "routines, the costliest over the last third (ms per call with what they call, first third → last; calls):")
+		for _, x := range r.Routines[:min(routinesPrinted, len(r.Routines))] {
+			ratio := "—"
+			if f := x.First.perCall(); f > 0 {
+				ratio = fmt.Sprintf("%.2f×", x.Last.perCall()/f)
+			}
+			fmt.Fprintf(w, "  %-22s %8.3f → %8.3f ms  %6s  (%d → %d calls; %.1f s in the last third)\n", x.Name,
+				x.First.perCall(), x.Last.perCall(), ratio, x.First.Calls, x.Last.Calls, x.Last.MS/1000)
+		}
 	}
 	fmt.Fprintln(w, "checks:")
 	for _, c := range r.Checks {

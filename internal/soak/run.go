@@ -12,7 +12,8 @@ import (
 	"github.com/queen-serverless/queen/internal/loadcheck"
 )
 
-// Run runs the soak on cfg.URL's database: it measures the P10 push rate,
+// Run runs the soak on cfg.URL's database: it stores the backlog, measures
+// the P10 push rate,
 // runs the steady phase (pushes at a fraction of it, the groups consuming,
 // the reaper loop, the long transactions, a sample every SampleEvery),
 // drains, reads the final state through the API, checks it, and writes
@@ -29,6 +30,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.rep = &Report{StartedAt: r.began.UTC(), Seed: cfg.Seed, Short: cfg.Short, Settings: settingsOf(cfg)}
 	r.logf("seed %d (-seed %d or SOAK_SEED=%d replays the choices; timing still varies)", cfg.Seed, cfg.Seed, cfg.Seed)
 
+	if err := trackRoutines(ctx, cfg.URL); err != nil {
+		r.logf("routines not timed (track_functions needs a superuser): %v", err)
+	}
 	srv, err := startServer(ctx, cfg.URL, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("soak: start the server: %w", err)
@@ -37,11 +41,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.srv = srv
 	_ = srv.pool.QueryRow(ctx, "SHOW server_version").Scan(&r.rep.Postgres)
 	r.c = newClient(srv.base, cfg.RequestTimeout, 4*(cfg.Producers+cfg.Groups*cfg.ConsumersPerGroup), r.lat)
+	sz, err := newSizer(ctx, cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("soak: sizes: %w", err)
+	}
+	defer sz.close()
 
+	if err := r.fillBacklog(ctx, sz); err != nil {
+		return nil, err
+	}
 	if err := r.measure(ctx); err != nil {
 		return nil, err
 	}
-	if err := r.steady(ctx); err != nil {
+	if err := r.steady(ctx, sz); err != nil {
 		return nil, err
 	}
 	r.judge()
@@ -63,6 +75,10 @@ type runner struct {
 	h     *history
 	w     *workload
 	reap  *reaperLoop
+	// backlog is the stored backlog (nil: none); baseBytes the size of
+	// schema queen before the traffic, with the backlog stored.
+	backlog   *backlog
+	baseBytes int64
 
 	longOpen  atomic.Bool
 	longMu    sync.Mutex
@@ -138,7 +154,7 @@ func (r *runner) measure(ctx context.Context) error {
 
 // steady runs the steady phase, the drain and the final checks of the
 // history.
-func (r *runner) steady(ctx context.Context) error {
+func (r *runner) steady(ctx context.Context, sz *sizer) error {
 	cfg := r.cfg
 	opts := map[string]any{"queue": queueName, "options": map[string]any{
 		"leaseTime": cfg.LeaseTime, "retryLimit": cfg.RetryLimit,
@@ -152,11 +168,6 @@ func (r *runner) steady(ctx context.Context) error {
 	r.h = newHistory(cfg, r.groups)
 	r.w = &workload{cfg: cfg, c: r.c, h: r.h, samples: &samples{keep: cfg.DedupWindow + time.Minute}}
 	r.reap = &reaperLoop{store: r.srv.store, interval: cfg.ReaperInterval}
-	sz, err := newSizer(ctx, cfg.URL)
-	if err != nil {
-		return fmt.Errorf("soak: sizes: %w", err)
-	}
-	defer sz.close()
 
 	r.logf("steady phase: %v at %.0f msg/s (%d per push, %d producers) to %d partitions; %d groups × %d consumers "+
 		"(pop batch %d over up to %d partitions); retention %v, dedup window %v, leaseTime %ds, retryLimit %d, "+
@@ -222,6 +233,9 @@ func (r *runner) steady(ctx context.Context) error {
 	}
 	r.h.final(final)
 	r.nDLQ = final.nDLQ
+	if r.backlog != nil {
+		r.backlog.check(ctx, r.h)
+	}
 	return nil
 }
 
@@ -284,6 +298,9 @@ func (r *runner) sample(ctx context.Context, sz *sizer, since time.Time) Sample 
 		s.Err = err.Error()
 	}
 	s.Relations, s.TotalBytes = rels, total
+	if s.Routines, err = sz.readRoutines(ctx); err != nil && s.Err == "" {
+		s.Err = err.Error()
+	}
 	for _, rel := range rels {
 		s.DeadTuples += rel.DeadTuples
 	}

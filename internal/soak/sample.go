@@ -67,9 +67,21 @@ type Sample struct {
 	Lag map[string]int64 `json:"lag"`
 	// PushRate is the messages queued per second over the interval.
 	PushRate float64 `json:"pushRate"`
+	// Routines are the calls of schema queen's routines and their time
+	// over the interval (pg_stat_user_functions), by name; empty when the
+	// run could not turn track_functions on.
+	Routines map[string]Routine `json:"routines,omitempty"`
 	// LongTxOpen: a long transaction was open when the sample was taken.
 	LongTxOpen bool   `json:"longTxOpen"`
 	Err        string `json:"err,omitempty"`
+}
+
+// Routine is one routine's calls over an interval and their time, with
+// what it called (MS) and without (SelfMS).
+type Routine struct {
+	Calls  int64   `json:"calls"`
+	MS     float64 `json:"ms"`
+	SelfMS float64 `json:"selfMs"`
 }
 
 // totalLag is the lag of every group together.
@@ -86,8 +98,9 @@ func (s Sample) totalLag() int64 {
 // ALTER queued behind the long transaction holds every newcomer up) and
 // then keeps the size it read last.
 type sizer struct {
-	conn *pgx.Conn
-	last map[string]Relation
+	conn     *pgx.Conn
+	last     map[string]Relation
+	routines map[string]Routine // cumulative, as last read
 }
 
 const lockTimeout = "500ms"
@@ -186,6 +199,52 @@ func (s *sizer) read(ctx context.Context) ([]Relation, int64, error) {
 	s.last = seen
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, total, nil
+}
+
+// trackRoutines has the database time its routines (track_functions =
+// 'all' for every later connection), so that each sample holds what every
+// routine of schema queen cost: which statement grew when a latency or the
+// reaper's passes did. It needs a superuser, as the run's throwaway
+// cluster has; elsewhere the samples go without.
+func trackRoutines(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_functions = ''all''', current_database()); END $$`)
+	return err
+}
+
+// readRoutines returns what schema queen's routines did since the last
+// call (everything so far, the first time).
+func (s *sizer) readRoutines(ctx context.Context) (map[string]Routine, error) {
+	rows, err := s.conn.Query(ctx, `SELECT funcname::text, sum(calls)::bigint, sum(total_time), sum(self_time)
+		FROM pg_stat_user_functions WHERE schemaname = 'queen' GROUP BY funcname`)
+	if err != nil {
+		return nil, err
+	}
+	now := map[string]Routine{}
+	for rows.Next() {
+		var name string
+		var r Routine
+		if err := rows.Scan(&name, &r.Calls, &r.MS, &r.SelfMS); err != nil {
+			return nil, err
+		}
+		now[name] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := map[string]Routine{}
+	for name, r := range now {
+		was := s.routines[name]
+		if d := (Routine{Calls: r.Calls - was.Calls, MS: r.MS - was.MS, SelfMS: r.SelfMS - was.SelfMS}); d.Calls > 0 {
+			out[name] = d
+		}
+	}
+	s.routines = now
+	return out, nil
 }
 
 // fmtBytes renders a size in MB with one decimal.
