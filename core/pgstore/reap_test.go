@@ -373,3 +373,32 @@ func TestRetentionReadsWhatIsDue(t *testing.T) {
 		t.Errorf("after the batch: %d long segments (want %d), %d short (want 0)", long, parts*perPart, short)
 	}
 }
+
+// Partitions pushed to since retention last looked are looked at first;
+// a batch full of first looks is not taken for caught up, so one pass
+// still reaches the due segments behind a burst of new partitions.
+func TestRetentionIsNotHeldUpByNewPartitions(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	configure(t, e, "long", queen.QueueOptions{RetentionSeconds: ptr(7 * 24 * 3600)})
+	configure(t, e, "short", queen.QueueOptions{RetentionSeconds: ptr(60)})
+	for i := range 3 {
+		pushN(t, e, "short", fmt.Sprintf("s%d", i), "", 1)
+	}
+	// Looked at once: their oldest segment's time is known.
+	if st, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil || st.SegmentsRetained != 0 {
+		t.Fatalf("reap before anything is due: %+v %v", st, err)
+	}
+	e.Clock.Advance(61 * time.Second)
+	var items []queen.PushItem
+	for p := range 50 {
+		items = append(items, queen.PushItem{Queue: "long", Partition: fmt.Sprintf("p%d", p), Payload: []byte(`1`)})
+	}
+	if _, err := e.Store.Push(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 4})
+	if err != nil || st.SegmentsRetained != 3 {
+		t.Fatalf("one pass with batches of 4 behind 50 new partitions: %+v %v, want the 3 due segments removed", st, err)
+	}
+}
