@@ -402,3 +402,45 @@ func TestRetentionIsNotHeldUpByNewPartitions(t *testing.T) {
 		t.Fatalf("one pass with batches of 4 behind 50 new partitions: %+v %v, want the 3 due segments removed", st, err)
 	}
 }
+
+// Completed retention goes round the partitions old enough, from where
+// its last batch stopped: partitions a group holds back (it stopped
+// reading them) cost a batch of visits per pass, and the due segments of
+// a partition the group consumed behind them are all deleted within a
+// round, also when they take several batches.
+func TestCompletedRetentionGoesRound(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	configure(t, e, "cq", queen.QueueOptions{CompletedRetentionSeconds: ptr(60)})
+	for i := range 30 {
+		pushN(t, e, "cq", fmt.Sprintf("held%02d", i), fmt.Sprintf("h%d-", i), 1)
+	}
+	for i := range 50 {
+		pushN(t, e, "cq", "done", fmt.Sprintf("d%d-", i), 1) // fifty segments
+	}
+	r := pop(t, e, queen.PopRequest{Queue: "cq", Partition: "done", ConsumerGroup: "g", Batch: 50})
+	if len(r.Messages) != 50 {
+		t.Fatalf("pop done: %d messages", len(r.Messages))
+	}
+	mustAck(t, e, ack(r.Messages[49], "g", r.LeaseID, queen.AckCompleted))
+	// The other partitions g holds back: it never reads them.
+	if _, err := e.Store.Reap(ctx, queen.ReapRequest{}); err != nil { // first looks
+		t.Fatal(err)
+	}
+	e.Clock.Advance(61 * time.Second)
+	deleted := 0
+	for pass := 1; pass <= 4 && deleted < 50; pass++ {
+		st, err := e.Store.Reap(ctx, queen.ReapRequest{Batch: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted += st.SegmentsCompleted
+		t.Logf("pass %d: %+v", pass, st)
+	}
+	if deleted != 50 {
+		t.Fatalf("four passes of batches of 10 behind 30 held-back partitions deleted %d of the 50 consumed segments", deleted)
+	}
+	if n := count(t, e, "SELECT count(*) FROM queen.segments"); n != 30 {
+		t.Fatalf("%d segments left, want the 30 held back", n)
+	}
+}

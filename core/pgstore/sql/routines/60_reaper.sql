@@ -19,13 +19,15 @@ RETURNS int LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- _due_end is the base offset of partition p_num's first segment written at
--- or after p_cut: its segments before it are due (a prefix, since a
--- partition's segments are written in time order); null when all are. It
--- reads the due segments and one more.
-CREATE OR REPLACE FUNCTION queen._due_end(p_num bigint, p_cut timestamptz)
+-- or after p_cut (among those at or below offset p_upto, unless null): its
+-- segments before it are due (a prefix, since a partition's segments are
+-- written in time order); null when all are. It reads the due segments
+-- and one more.
+DROP FUNCTION IF EXISTS queen._due_end(bigint, timestamptz);
+CREATE OR REPLACE FUNCTION queen._due_end(p_num bigint, p_cut timestamptz, p_upto bigint)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT s.base_offset FROM queen.segments s
-    WHERE s.partition_num = p_num AND s.created_at >= p_cut
+    WHERE s.partition_num = p_num AND s.created_at >= p_cut AND (p_upto IS NULL OR s.base_offset <= p_upto)
     ORDER BY s.base_offset LIMIT 1
 $$;
 
@@ -103,6 +105,31 @@ BEGIN
 END
 $fn$;
 
+-- _reap_prefix is what retention may delete of one partition: up to
+-- p_room segments of its due prefix (_due_prefix), for completed retention
+-- only those every subscribed group consumed; and next_at, when the oldest
+-- segment that stays was written (null: none stays).
+CREATE OR REPLACE FUNCTION queen._reap_prefix(p_pid uuid, p_num bigint, p_queue text, p_cut timestamptz,
+                                              p_completed boolean, p_room int,
+                                              OUT ctids tid[], OUT next_at timestamptz)
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $fn$
+DECLARE
+    v_low bigint := CASE WHEN p_completed THEN queen.slowest_position(p_pid, p_queue) END;
+BEGIN
+    IF p_completed AND v_low IS NULL THEN  -- no group subscribes: nothing is consumed
+        ctids := '{}';
+        next_at := (SELECT sg.created_at FROM queen.segments sg WHERE sg.partition_num = p_num
+                    ORDER BY sg.base_offset LIMIT 1);
+        RETURN;
+    END IF;
+    SELECT d.ctids, d.next_at INTO ctids, next_at FROM queen._due_prefix(p_num, p_cut, v_low, p_room) d;
+    IF next_at IS NULL AND p_completed THEN  -- what follows the consumed ones
+        next_at := (SELECT sg.created_at FROM queen.segments sg WHERE sg.partition_num = p_num
+                    AND sg.base_offset > v_low ORDER BY sg.base_offset LIMIT 1);
+    END IF;
+END
+$fn$;
+
 -- _reap_segments deletes up to p_limit segments older than their queue's
 -- retention, or (p_completed) older than its completed retention and
 -- consumed by every subscribed group: by each group's cursor, or its
@@ -127,7 +154,6 @@ DECLARE
     v_mark_at  timestamptz;
     v_mark_num bigint;
     c          record;
-    v_low      bigint;
     v_more     tid[];
     v_next     timestamptz;  -- the oldest segment left in the partition
     v_ctids    tid[] := '{}';
@@ -135,12 +161,17 @@ DECLARE
     v_olds     timestamptz[] := '{}';
     v_seen     int := 0;
     v_looks    int := 0;  -- first looks that found nothing due
-    v_last_at  timestamptz;
+    v_last_at  timestamptz;  -- the last partition visited, and the one before
     v_last_num bigint;
+    v_prev_at  timestamptz;
+    v_prev_num bigint;
+    v_full     boolean;
     n          int;
 BEGIN
     IF p_completed THEN
         SELECT r.completed_at, r.completed_num INTO v_mark_at, v_mark_num FROM queen.reaper r;
+        v_last_at := v_mark_at;  -- what comes before the first partition visited
+        v_last_num := v_mark_num;
     END IF;
     FOR c IN
         SELECT p.id, p.num, p.oldest_at, x.name AS queue, w.cut
@@ -157,23 +188,15 @@ BEGIN
     LOOP
         EXIT WHEN cardinality(v_ctids) + v_looks >= p_limit;
         v_seen := v_seen + 1;
+        v_prev_at := v_last_at;
+        v_prev_num := v_last_num;
         v_last_at := c.oldest_at;
         v_last_num := c.num;
-        PERFORM 1 FROM queen.partitions WHERE id = c.id FOR UPDATE SKIP LOCKED;
+        -- As a push locks it (pops and seeks, which only key-share it, go on).
+        PERFORM 1 FROM queen.partitions WHERE id = c.id FOR NO KEY UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;  -- a push holds it: the next batch
-        v_low := CASE WHEN p_completed THEN queen.slowest_position(c.id, c.queue) END;
-        IF p_completed AND v_low IS NULL THEN  -- no group subscribes: nothing is consumed
-            v_more := '{}';
-            v_next := (SELECT sg.created_at FROM queen.segments sg WHERE sg.partition_num = c.num
-                       ORDER BY sg.base_offset LIMIT 1);
-        ELSE
-            SELECT d.ctids, d.next_at INTO v_more, v_next
-            FROM queen._due_prefix(c.num, c.cut, v_low, p_limit - cardinality(v_ctids)) d;
-            IF v_next IS NULL AND p_completed THEN  -- what follows the consumed ones
-                v_next := (SELECT sg.created_at FROM queen.segments sg WHERE sg.partition_num = c.num
-                           AND sg.base_offset > v_low ORDER BY sg.base_offset LIMIT 1);
-            END IF;
-        END IF;
+        SELECT d.ctids, d.next_at INTO v_more, v_next
+        FROM queen._reap_prefix(c.id, c.num, c.queue, c.cut, p_completed, p_limit - cardinality(v_ctids)) d;
         v_ctids := v_ctids || v_more;
         IF c.oldest_at = '-infinity' AND cardinality(v_more) = 0 THEN
             v_looks := v_looks + 1;
@@ -191,11 +214,14 @@ BEGIN
     WHERE p.num = u.num AND p.oldest_at IS DISTINCT FROM u.oldest;
 
     IF p_completed THEN
-        -- Go on after the last partition visited; a batch that visited
-        -- fewer than it could went round: the next starts again.
+        -- The next batch goes on where this one stopped: after the last
+        -- partition visited, or at it when the batch filled up there (it
+        -- may have more due); a batch that ran out of partitions went
+        -- round, and the next starts again.
+        v_full := cardinality(v_ctids) + v_looks >= p_limit;
         UPDATE queen.reaper
-        SET completed_at = CASE WHEN v_seen >= p_limit THEN v_last_at END,
-            completed_num = CASE WHEN v_seen >= p_limit THEN v_last_num END;
+        SET completed_at = CASE WHEN v_full THEN v_prev_at WHEN v_seen >= p_limit THEN v_last_at END,
+            completed_num = CASE WHEN v_full THEN v_prev_num WHEN v_seen >= p_limit THEN v_last_num END;
     END IF;
     -- A first look is work done: a batch full of them is not caught up.
     RETURN json_build_object('n', n, 'rows', n + v_looks);
@@ -489,10 +515,12 @@ BEGIN
                                              CASE WHEN k.keep_done > 0 THEN w.cut_done END)
                 ORDER BY p.oldest_at, p.num LIMIT p_cap) p
             CROSS JOIN LATERAL (
-                SELECT CASE WHEN k.keep > 0 THEN queen._due_end(p.num, w.cut) END AS due_end,
-                       k.keep > 0 AS by_age,
-                       CASE WHEN k.keep_done > 0 THEN queen.slowest_position(p.id, x.name) END AS low,
-                       CASE WHEN k.keep_done > 0 THEN queen._due_end(p.num, w.cut_done) END AS done_end) d
+                SELECT CASE WHEN k.keep_done > 0 THEN queen.slowest_position(p.id, x.name) END AS low) l
+            CROSS JOIN LATERAL (
+                -- (completed: only among the consumed segments, at or below low)
+                SELECT CASE WHEN k.keep > 0 THEN queen._due_end(p.num, w.cut, NULL) END AS due_end,
+                       k.keep > 0 AS by_age, l.low,
+                       CASE WHEN l.low IS NOT NULL THEN queen._due_end(p.num, w.cut_done, l.low) END AS done_end) d
             CROSS JOIN LATERAL (
                 -- the segments before hi are all the ones that can be due
                 SELECT greatest(CASE WHEN d.by_age THEN coalesce(d.due_end, 9223372036854775807) END,
