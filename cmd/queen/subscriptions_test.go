@@ -92,7 +92,7 @@ func TestServeRedactsTargetsForReaders(t *testing.T) {
 	})
 	for _, path := range []string{"/api/v1/subscriptions/red/g", "/api/v1/subscriptions"} {
 		status, body := s.doAs(reader, "GET", path, "")
-		if status != 200 || strings.Contains(body, "s3cr3t-t0ken") || !strings.Contains(body, "token=REDACTED") ||
+		if status != 200 || strings.Contains(body, "s3cr3t-t0ken") || !strings.Contains(body, "/hook?REDACTED") ||
 			!strings.Contains(body, `"lastError":"`) {
 			t.Errorf("read-only GET %s: %d %s, want the token redacted (lastError too)", path, status, body)
 		}

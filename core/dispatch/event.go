@@ -99,9 +99,13 @@ func failedItems(answer []byte, recs []queen.Message) (map[int64]bool, error) {
 	if rest := bytes.TrimSpace(answer[dec.InputOffset():]); len(rest) > 0 {
 		return nil, fmt.Errorf("%w: more follows the first JSON value: %.80q", errNotAResult, rest)
 	}
+	// A transactionId repeated in the batch (dedup off, or past its
+	// window) names its first record: the failure stops the cursor there.
 	byID := make(map[string]int64, len(recs))
 	for _, m := range recs {
-		byID[m.TransactionID] = m.Offset
+		if _, seen := byID[m.TransactionID]; !seen {
+			byID[m.TransactionID] = m.Offset
+		}
 	}
 	for _, f := range res.BatchItemFailures {
 		var id string

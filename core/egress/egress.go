@@ -174,8 +174,29 @@ var (
 	reserved    = netip.MustParsePrefix("240.0.0.0/4")
 	awsIPv6     = netip.MustParsePrefix("fd00:ec2::/32")
 	nat64       = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local  = netip.MustParsePrefix("64:ff9b:1::/48")
+	compatible  = netip.MustParsePrefix("::/96") // IPv4-compatible (deprecated)
+	siit        = netip.MustParsePrefix("::ffff:0:0:0/96")
+	sixToFour   = netip.MustParsePrefix("2002::/16")
 	shared      = netip.MustParsePrefix("100.64.0.0/10")
 )
+
+// embedded is the IPv4 address an IPv6 one carries (NAT64, the local-use
+// NAT64 prefix, IPv4-compatible, SIIT, 6to4): it is judged as that
+// address, which is where it may lead. Others are themselves.
+func embedded(a netip.Addr) netip.Addr {
+	b := a.As16()
+	switch {
+	case !a.Is6():
+		return a
+	case nat64.Contains(a), nat64Local.Contains(a), siit.Contains(a),
+		compatible.Contains(a) && !a.IsUnspecified() && !a.IsLoopback():
+		return netip.AddrFrom4([4]byte(b[12:]))
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6]))
+	}
+	return a
+}
 
 // LambdaRuntimePort is the port of the Lambda runtime API on loopback.
 const LambdaRuntimePort = 9001
@@ -225,11 +246,7 @@ func (e *Refused) Error() string {
 // Check says whether a connection to ap is allowed; listed is true when
 // the URL's host is one of the policy's host names.
 func (p Policy) Check(ap netip.AddrPort, listed bool) error {
-	a := ap.Addr().Unmap()
-	if nat64.Contains(a) { // an IPv4 address behind NAT64 is judged as itself
-		b := a.As16()
-		a = netip.AddrFrom4([4]byte(b[12:]))
-	}
+	a := embedded(ap.Addr().Unmap())
 	ap = netip.AddrPortFrom(a, ap.Port())
 	if why := refusal(a, ap.Port()); why != "" {
 		return &Refused{Addr: ap, Reason: "is always refused (" + why + ")"}
@@ -437,20 +454,17 @@ func (f *Fence) HTTPClient() *http.Client {
 	}
 }
 
-// Redacted is rawURL as read-only callers see it: the query's values
-// replaced (they may be tokens); userinfo, which targets never carry, dropped.
+// Redacted is rawURL as read-only callers see it: its query replaced by
+// REDACTED (a token may be a value, or a key alone); userinfo, which
+// targets never carry, and the fragment dropped.
 func Redacted(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(unparsable URL)"
 	}
 	u.User = nil
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{"REDACTED"}
-		}
-		u.RawQuery = q.Encode()
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "REDACTED", false
 	}
 	u.Fragment, u.RawFragment = "", ""
 	return u.String()

@@ -49,6 +49,10 @@ func TestAddressClasses(t *testing.T) {
 		"127.0.0.1:9001":              "Lambda runtime",
 		"[::ffff:169.254.169.254]:80": "link-local",
 		"[64:ff9b::a9fe:a9fe]:80":     "link-local", // 169.254.169.254 through NAT64
+		"[64:ff9b:1::a9fe:a9fe]:80":   "link-local", // the local-use NAT64 prefix
+		"[::a9fe:a9fe]:80":            "link-local", // IPv4-compatible
+		"[::ffff:0:a9fe:a9fe]:80":     "link-local", // SIIT
+		"[2002:a9fe:a9fe::1]:80":      "link-local", // 6to4
 	}
 	for addr, why := range always {
 		ap := netip.MustParseAddrPort(addr)
@@ -291,9 +295,10 @@ func TestNoRedirectIsFollowed(t *testing.T) {
 func TestRedacted(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"https://h.example/hook?token=abc&x=1": "https://h.example/hook?token=REDACTED&x=REDACTED",
+		"https://h.example/hook?token=abc&x=1": "https://h.example/hook?REDACTED",
+		"https://h.example/hook?s3cr3tT0ken":   "https://h.example/hook?REDACTED",
 		"https://h.example/hook":               "https://h.example/hook",
-		"http://u:p@h.example/?k=v#frag":       "http://h.example/?k=REDACTED",
+		"http://u:p@h.example/?k=v#frag":       "http://h.example/?REDACTED",
 	} {
 		if got := egress.Redacted(in); got != want {
 			t.Errorf("Redacted(%q) = %q, want %q", in, got, want)
