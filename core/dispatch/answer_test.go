@@ -159,6 +159,7 @@ func TestAnswerIsOneJSONValue(t *testing.T) {
 func TestItemIdentifierKinds(t *testing.T) {
 	t.Parallel()
 	digits, letters := []string{"2", "0", "1"}, []string{"a", "b", "c"} // the transactionIds at offsets 0, 1, 2
+	repeated := []string{"x", "y", "x"}                                 // dedup off: "x" at offsets 0 and 2
 	for name, tc := range map[string]struct {
 		ids        []string
 		identifier any
@@ -171,17 +172,21 @@ func TestItemIdentifierKinds(t *testing.T) {
 		`number 7 names no record`:                    {digits, 7, -1},
 		`string "1" is no transactionId`:              {letters, "1", -1},
 		`number 1 among lettered records`:             {letters, 1, 1},
+		`a repeated transactionId names its first`:    {repeated, "x", 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := pgstoretest.New(t)
 			ctx := context.Background()
-			var items []queen.PushItem
-			for _, id := range tc.ids {
-				items = append(items, queen.PushItem{Queue: "orders", Partition: "p0", TransactionID: id, Payload: json.RawMessage(`{}`)})
-			}
-			if _, err := e.Store.Push(ctx, items); err != nil {
+			if _, err := e.Store.Configure(ctx, queen.ConfigureRequest{Queue: "orders",
+				Options: queen.QueueOptions{DedupWindowSeconds: ptr(0)}}); err != nil {
 				t.Fatal(err)
+			}
+			for _, id := range tc.ids { // one push each: a request keeps the first of a repeated id
+				if _, err := e.Store.Push(ctx, []queen.PushItem{{Queue: "orders", Partition: "p0", TransactionID: id,
+					Payload: json.RawMessage(`{}`)}}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			tg := newTarget(t, firstThenComplete(http.StatusOK,
 				map[string]any{"batchItemFailures": []map[string]any{{"itemIdentifier": tc.identifier}}}))
@@ -260,3 +265,5 @@ func TestFailedAttemptsWaitWhicheverWorker(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
