@@ -45,6 +45,9 @@ const (
 	backlogGroups    = 3
 	backlogReadShare = 0.01
 	backlogDeadOneIn = 10
+	// backlogMaxDead bounds the dead letters of each group: the DLQ's
+	// listing, which the end of the run reads, counts at most 10,000.
+	backlogMaxDead = 3000
 	// backlogReadBatch is the most one of those pops asks for.
 	backlogReadBatch = 1000
 	// backlogIdlePasses are the reaper passes timed with nothing due,
@@ -282,7 +285,7 @@ func (b *backlog) readSome(ctx context.Context) error {
 	for g := range backlogGroups {
 		group := fmt.Sprintf("backlog-group-%d", g+1)
 		b.rep.Groups = append(b.rep.Groups, group)
-		var read int64
+		var read, dead int64
 		for read < want {
 			res, err := b.r.srv.store.Pop(ctx, queen.PopRequest{Queue: backlogQueue, ConsumerGroup: group,
 				Batch: int(min(backlogReadBatch, want-read)), Partitions: queen.MaxPartitionsPerPop, Worker: group})
@@ -296,8 +299,9 @@ func (b *backlog) readSome(ctx context.Context) error {
 			for i, m := range res.Messages {
 				acks[i] = queen.Ack{PartitionID: m.PartitionID, TransactionID: m.TransactionID, Status: queen.AckCompleted,
 					ConsumerGroup: group, LeaseID: res.LeaseID}
-				if (read+int64(i))%backlogDeadOneIn == 0 {
+				if (read+int64(i))%backlogDeadOneIn == 0 && dead < backlogMaxDead {
 					acks[i].Status, acks[i].Error = queen.AckDLQ, "soak: the backlog's dead letter"
+					dead++
 				}
 			}
 			out, err := b.r.srv.store.Ack(ctx, acks)
