@@ -43,6 +43,18 @@ func newRawTarget(t *testing.T, answer func(n int, w http.ResponseWriter, ev dis
 	return tg
 }
 
+// firstThenOK answers the first event as first writes it, and every later
+// one with an empty 200 (the batch completed).
+func firstThenOK(first func(http.ResponseWriter)) func(int, http.ResponseWriter, dispatch.Event) {
+	return func(n int, w http.ResponseWriter, _ dispatch.Event) {
+		if n == 1 {
+			first(w)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
 func (tg *rawTarget) received() []dispatch.Event {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
@@ -66,14 +78,10 @@ func TestRedirectFailsTheBatch(t *testing.T) {
 			t.Parallel()
 			e := pgstoretest.New(t)
 			ctx := context.Background()
-			tg := newRawTarget(t, func(n int, w http.ResponseWriter, _ dispatch.Event) {
-				if n == 1 {
-					w.Header().Set("Location", other.URL+"/x")
-					w.WriteHeader(code)
-					return
-				}
-				w.WriteHeader(http.StatusOK)
-			})
+			tg := newRawTarget(t, firstThenOK(func(w http.ResponseWriter) {
+				w.Header().Set("Location", other.URL+"/x")
+				w.WriteHeader(code)
+			}))
 			sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 			push(t, e.Store, "orders", 1, 3)
 			if _, err := dispatch.New(local(e.Store, nil)).Drain(ctx, sub); err != nil {
@@ -121,14 +129,10 @@ func TestAnswerIsOneJSONValue(t *testing.T) {
 			t.Parallel()
 			e := pgstoretest.New(t)
 			ctx := context.Background()
-			tg := newRawTarget(t, func(n int, w http.ResponseWriter, _ dispatch.Event) {
-				if n == 1 {
-					w.WriteHeader(tc.status)
-					_, _ = w.Write([]byte(tc.body))
-					return
-				}
-				w.WriteHeader(http.StatusOK)
-			})
+			tg := newRawTarget(t, firstThenOK(func(w http.ResponseWriter) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
 			sub := subscribe(t, e.Store, "orders", "billing", tg.srv.URL, nil)
 			push(t, e.Store, "orders", 1, 3)
 			if _, err := dispatch.New(local(e.Store, nil)).Drain(ctx, sub); err != nil {
