@@ -393,7 +393,7 @@ const checkedQueue = "cq"
 
 // pushedAll reports whether the queue holds n messages.
 func pushedAll(ctx context.Context, st queen.Store, queue string, n int) bool {
-	d, err := st.Queue(ctx, queue)
+	d, err := st.Queue(ctx, queue, queen.PartitionPage{})
 	if err != nil {
 		return false
 	}

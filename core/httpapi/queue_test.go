@@ -4,6 +4,7 @@ package httpapi_test
 // (docs/semantics.md §3.7.5): depth, lag and activeLeases.
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -85,5 +86,55 @@ func TestActiveLeasesCountOnlyLiveLeases(t *testing.T) {
 	s.env.Clock.Advance(31 * time.Second)
 	if q, g := active(); q != 0 || g != 0 {
 		t.Fatalf("after the lease expired, before any reap: activeLeases %d (queue) %d (groups), want 0", q, g)
+	}
+}
+
+// A queue's detail pages its partitions in name order: each page's
+// nextPartition is the next one's partitionsAfter, the last page has
+// none, every partition comes exactly once; a limit that is not a number
+// is a 400.
+func TestQueueDetailPagesPartitions(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	var items []map[string]any
+	for i := range 25 {
+		items = append(items, map[string]any{"queue": "wide", "partition": fmt.Sprintf("p%02d", i), "payload": i})
+	}
+	s.expect("POST", "/api/v1/push", map[string]any{"items": items}, 201)
+	var seen []string
+	after := ""
+	for pages := 1; ; pages++ {
+		var page struct {
+			Partitions []struct {
+				Name string `json:"name"`
+			} `json:"partitions"`
+			NextPartition string `json:"nextPartition"`
+		}
+		s.expect("GET", "/api/v1/resources/queues/wide?partitionsLimit=10&partitionsAfter="+after, nil, 200).json(t, &page)
+		for _, p := range page.Partitions {
+			seen = append(seen, p.Name)
+		}
+		if page.NextPartition == "" {
+			if pages != 3 || len(page.Partitions) != 5 {
+				t.Fatalf("last page is page %d with %d partitions, want page 3 with 5", pages, len(page.Partitions))
+			}
+			break
+		}
+		if len(page.Partitions) != 10 || page.NextPartition != seen[len(seen)-1] {
+			t.Fatalf("page %d: %d partitions, next %q; want 10, next %q", pages, len(page.Partitions),
+				page.NextPartition, seen[len(seen)-1])
+		}
+		after = page.NextPartition
+	}
+	for i, name := range seen {
+		if want := fmt.Sprintf("p%02d", i); name != want {
+			t.Fatalf("partition %d of the pages is %s, want %s (all of %v)", i, name, want, seen)
+		}
+	}
+	if len(seen) != 25 {
+		t.Fatalf("pages held %d partitions, want 25", len(seen))
+	}
+	if r := s.do("GET", "/api/v1/resources/queues/wide?partitionsLimit=ten", nil); r.status != 400 {
+		t.Fatalf("partitionsLimit=ten: %d %s, want 400", r.status, r.body)
 	}
 }

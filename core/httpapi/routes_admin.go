@@ -120,8 +120,19 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// getQueue describes a queue with a page of its partitions in name order:
+// ?partitionsAfter=<name>&partitionsLimit=<n> (default 1000, at most
+// 10000, clamped); nextPartition in the reply is the next page's
+// partitionsAfter, absent on the last page.
 func (a *API) getQueue(w http.ResponseWriter, r *http.Request) error {
-	q, err := a.store.Queue(r.Context(), r.PathValue("queue"))
+	query := r.URL.Query()
+	page := queen.PartitionPage{After: first(query, "partitionsAfter")}
+	limit, err := queryInt(query, "partitionsLimit", queen.DefaultPartitionPage)
+	if err != nil {
+		return err
+	}
+	page.Limit = max(limit, 1)
+	q, err := a.store.Queue(r.Context(), r.PathValue("queue"), page)
 	if err != nil {
 		return err
 	}

@@ -159,7 +159,7 @@ func (s *Store) ListQueues(ctx context.Context) ([]queen.QueueSummary, error) {
 }
 
 // Queue implements queen.Store.
-func (s *Store) Queue(ctx context.Context, name string) (queen.QueueDetail, error) {
+func (s *Store) Queue(ctx context.Context, name string, page queen.PartitionPage) (queen.QueueDetail, error) {
 	if err := queen.ValidateQueueName("queue", name); err != nil {
 		return queen.QueueDetail{}, err
 	}
@@ -169,13 +169,20 @@ func (s *Store) Queue(ctx context.Context, name string) (queen.QueueDetail, erro
 		Partitions []queen.PartitionInfo `json:"partitions"`
 		Groups     []queen.GroupOnQueue  `json:"groups"`
 	}
-	if err := s.call(ctx, "get queue", sqlQueue, &out, name, s.now()); err != nil {
+	// One partition more than the page holds tells whether there are more.
+	size := page.Size()
+	if err := s.call(ctx, "get queue", sqlQueue, &out, name, s.now(), page.After, size+1); err != nil {
 		if errors.Is(err, queen.ErrNotFound) {
 			return queen.QueueDetail{}, queen.Errorf(queen.ErrNotFound, "queue %s not found", name)
 		}
 		return queen.QueueDetail{}, err
 	}
-	return queen.QueueDetail{Queue: out.Queue.queue(s.retentionDefaults()), Depth: out.Depth, Partitions: out.Partitions, Groups: out.Groups}, nil
+	d := queen.QueueDetail{Queue: out.Queue.queue(s.retentionDefaults()), Depth: out.Depth, Partitions: out.Partitions, Groups: out.Groups}
+	if len(d.Partitions) > size {
+		d.Partitions = d.Partitions[:size]
+		d.NextPartition = d.Partitions[size-1].Name
+	}
+	return d, nil
 }
 
 // DeleteQueue implements queen.Store.

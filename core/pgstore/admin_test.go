@@ -25,7 +25,7 @@ func TestNamesRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: %+v", r.Messages)
 	}
 	mustAck(t, e, ack(r.Messages[0], group, r.LeaseID, queen.AckCompleted))
-	d, err := e.Store.Queue(ctx, queue)
+	d, err := e.Store.Queue(ctx, queue, queen.PartitionPage{})
 	if err != nil || d.Name != queue || len(d.Partitions) != 1 || d.Partitions[0].Name != partition ||
 		len(d.Groups) != 1 || d.Groups[0].Group != group || d.Groups[0].Lag != 0 {
 		t.Fatalf("queue detail %+v %v", d, err)
@@ -74,7 +74,7 @@ func TestListingsAndLag(t *testing.T) {
 	if err := e.Store.DeleteQueue(ctx, "q"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Store.Queue(ctx, "q"); !errors.Is(err, queen.ErrNotFound) {
+	if _, err := e.Store.Queue(ctx, "q", queen.PartitionPage{}); !errors.Is(err, queen.ErrNotFound) {
 		t.Fatalf("deleted queue: %v", err)
 	}
 	if err := e.Store.DeleteQueue(ctx, "q"); !errors.Is(err, queen.ErrNotFound) {

@@ -794,7 +794,7 @@ func (h *ccHistory) newPop(worker, gname string, res queen.PopResult, returned t
 // drain
 
 func ccDrained(ctx context.Context, e *pgstoretest.Env, queued int64) (bool, string, error) {
-	q, err := e.Store.Queue(ctx, ccQueue)
+	q, err := e.Store.Queue(ctx, ccQueue, queen.PartitionPage{})
 	if err != nil {
 		return false, "", err
 	}

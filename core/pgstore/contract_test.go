@@ -64,7 +64,7 @@ func TestEveryReplyMatchesItsGoType(t *testing.T) {
 	must("dlq retry", err)
 	_, err = e.Store.ListQueues(ctx)
 	must("queues", err)
-	_, err = e.Store.Queue(ctx, "c")
+	_, err = e.Store.Queue(ctx, "c", queen.PartitionPage{})
 	must("queue", err)
 	_, err = e.Store.ListGroups(ctx)
 	must("groups", err)

@@ -165,6 +165,7 @@ const (
 	dPushInFlight // push items held in flight during a wildcard pop
 	dTxn          // acks and push items in one transaction
 	dTxnRepeat    // the last transaction again
+	dFold         // one small batch of the summaries' fold (o.batch partitions)
 )
 
 // dOp is one step. It is self-contained (offsets, not transactionIds;
@@ -301,6 +302,8 @@ func (o dOp) String() string {
 		return fmt.Sprintf("clock +%v", o.d)
 	case dReap:
 		return "reap"
+	case dFold:
+		return fmt.Sprintf("fold %d partitions into the summaries", o.batch)
 	case dSeek:
 		switch {
 		case o.seek.toEnd:
@@ -383,7 +386,7 @@ func genSequence(seed uint64, steps int) []dOp {
 	n := 0
 	for len(ops) < steps {
 		var o dOp
-		switch r := rng.IntN(110); {
+		switch r := rng.IntN(114); {
 		case r < 24:
 			o.kind = dPush
 			for k := 1 + rng.IntN(4); k > 0; k-- {
@@ -507,7 +510,7 @@ func genSequence(seed uint64, steps int) []dOp {
 			o.requireLease = []string{"", leaseCurrent, leaseCurrent, leaseStale}[rng.IntN(4)]
 		case r < 107:
 			o.kind = dTxnRepeat
-		default:
+		case r < 110:
 			o.kind = dPushInFlight
 			for k := 1 + rng.IntN(2); k > 0; k-- {
 				n++
@@ -515,6 +518,9 @@ func genSequence(seed uint64, steps int) []dOp {
 			}
 			o.group = groups[rng.IntN(len(groups))]
 			o.batch, o.partitions, o.mode = 1+rng.IntN(5), 1+rng.IntN(3), refmodel.ModeAll
+		default:
+			o.kind = dFold
+			o.batch = 1 + rng.IntN(3)
 		}
 		ops = append(ops, o)
 	}
@@ -682,6 +688,13 @@ func (r *dRun) step(o dOp) string {
 
 	case dAdvance:
 		r.clock.Advance(o.d)
+
+	case dFold:
+		// No observable changes: the summaries read the same before and
+		// after any part of their fold (compareState).
+		if _, err := r.env.Pool.Exec(ctx, `SELECT queen.reap_step(NULL, 'summaries', $1, 0, 0)`, o.batch); err != nil {
+			return fmt.Sprintf("fold: %v", err)
+		}
 
 	case dReap:
 		got, err := r.store.Reap(ctx, queen.ReapRequest{Batch: 100000})
@@ -1268,7 +1281,7 @@ func cursorsEqual(a, b refmodel.CursorState) bool {
 // compareState compares every observable of the queue.
 func (r *dRun) compareState(o dOp) string {
 	m := r.model
-	detail, err := r.store.Queue(ctx, r.queue)
+	detail, err := r.store.Queue(ctx, r.queue, queen.PartitionPage{})
 	if errors.Is(err, queen.ErrNotFound) {
 		if len(m.Partitions(r.queue)) > 0 {
 			return "queue missing in the engine"

@@ -137,7 +137,7 @@ func browsedOffsets(msgs []queen.BrowsedMessage) []int64 {
 // depth is a queue's depth as its detail reports it.
 func depth(t *testing.T, e *pgstoretest.Env, queue string) int64 {
 	t.Helper()
-	d, err := e.Store.Queue(ctx, queue)
+	d, err := e.Store.Queue(ctx, queue, queen.PartitionPage{})
 	if err != nil {
 		t.Fatalf("queue %s: %v", queue, err)
 	}

@@ -107,7 +107,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	if _, err := s.Reap(ctx, queen.ReapRequest{Batch: 100}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Queue(ctx, "bq"); err != nil {
+	if _, err := s.Queue(ctx, "bq", queen.PartitionPage{}); err != nil {
 		t.Fatal(err)
 	}
 

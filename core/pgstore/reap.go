@@ -33,7 +33,7 @@ const ReapConns = 2
 
 // reapKinds are the kinds of maintenance a reaper pass does, in the order
 // it takes them (see queen.reap_step).
-var reapKinds = [...]string{"leases", "dedup", "retention", "completed", "dlq"}
+var reapKinds = [...]string{"leases", "dedup", "retention", "completed", "dlq", "summaries"}
 
 // reapResult is what one batch (queen.reap_step) did: N rows done, Dead
 // heads dead-lettered, and Rows, what it took, which can be more than it
@@ -90,6 +90,8 @@ func (s *Store) Reap(ctx context.Context, req queen.ReapRequest) (queen.ReapStat
 					st.SegmentsCompleted += r.N
 				case "dlq":
 					st.DeadLettersExpired += r.N
+				case "summaries":
+					st.SummariesFolded += r.N
 				}
 				// Side by side batches take disjoint rows: one that
 				// came back short found no more to take.

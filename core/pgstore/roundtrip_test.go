@@ -275,7 +275,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		fn   func() error
 	}{
 		{"list queues", func() error { _, err := store.ListQueues(ctx); return err }},
-		{"queue", func() error { _, err := store.Queue(ctx, q); return err }},
+		{"queue", func() error { _, err := store.Queue(ctx, q, queen.PartitionPage{}); return err }},
 		{"list groups", func() error { _, err := store.ListGroups(ctx); return err }},
 		{"group", func() error { _, err := store.Group(ctx, queen.QueueModeGroup); return err }},
 		{"browse", func() error {
@@ -292,7 +292,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 	// A reaper pass runs each kind's batches as transactions of their own,
 	// so that none holds its locks for long: one statement per kind when
 	// each has caught up in its first batch.
-	must("reap", measure("reap", 5, func() error { _, err := store.Reap(ctx, queen.ReapRequest{}); return err }))
+	must("reap", measure("reap", 6, func() error { _, err := store.Reap(ctx, queen.ReapRequest{}); return err }))
 
 	// No statement may carry session state: it would pin the connection
 	// behind RDS Proxy or break behind PgBouncer in transaction mode.

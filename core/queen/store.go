@@ -54,8 +54,8 @@ type Store interface {
 	DeleteDeadLetter(ctx context.Context, partitionID, transactionID, group string) (int, error)
 	// ListQueues lists queues with partition counts and depth.
 	ListQueues(ctx context.Context) ([]QueueSummary, error)
-	// Queue describes one queue.
-	Queue(ctx context.Context, name string) (QueueDetail, error)
+	// Queue describes one queue, with a page of its partitions.
+	Queue(ctx context.Context, name string, page PartitionPage) (QueueDetail, error)
 	// DeleteQueue drops a queue, its log, cursors and subscriptions.
 	DeleteQueue(ctx context.Context, name string) error
 	// ListGroups lists consumer groups with exact lag.

@@ -368,68 +368,6 @@ type Queue struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
-// QueueSummary is one line of the queue listing.
-type QueueSummary struct {
-	Name       string    `json:"name"`
-	Namespace  string    `json:"namespace,omitempty"`
-	Task       string    `json:"task,omitempty"`
-	Partitions int       `json:"partitions"`
-	Messages   int64     `json:"messages"`
-	Depth      int64     `json:"depth"`
-	CreatedAt  time.Time `json:"createdAt"`
-}
-
-// PartitionInfo describes one partition of a queue.
-type PartitionInfo struct {
-	ID           string     `json:"id"`
-	Name         string     `json:"name"`
-	LastOffset   int64      `json:"lastOffset"`
-	LastPushedAt *time.Time `json:"lastPushedAt,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
-}
-
-// Cursor is one group's position on one partition.
-type Cursor struct {
-	Queue          string     `json:"queue"`
-	Partition      string     `json:"partition"`
-	PartitionID    string     `json:"partitionId"`
-	Committed      int64      `json:"committed"`
-	LastOffset     int64      `json:"lastOffset"`
-	Lag            int64      `json:"lag"`
-	Attempts       int        `json:"attempts"`
-	LeaseID        string     `json:"leaseId,omitempty"`
-	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
-	BatchEnd       *int64     `json:"batchEnd,omitempty"`
-	Worker         string     `json:"worker,omitempty"`
-}
-
-// GroupOnQueue is a consumer group's state on one queue.
-type GroupOnQueue struct {
-	Group        string     `json:"group"`
-	Queue        string     `json:"queue"`
-	Mode         string     `json:"subscriptionMode"`
-	From         *time.Time `json:"subscriptionFrom,omitempty"`
-	Partitions   int        `json:"partitions"`
-	Lag          int64      `json:"lag"`
-	ActiveLeases int        `json:"activeLeases"`
-	Cursors      []Cursor   `json:"cursors,omitempty"`
-}
-
-// QueueDetail is a queue with its partitions and groups.
-type QueueDetail struct {
-	Queue
-	Depth      int64           `json:"depth"`
-	Partitions []PartitionInfo `json:"partitions"`
-	Groups     []GroupOnQueue  `json:"groups"`
-}
-
-// GroupSummary is one consumer group across the queues it reads.
-type GroupSummary struct {
-	Group  string         `json:"group"`
-	Lag    int64          `json:"lag"`
-	Queues []GroupOnQueue `json:"queues"`
-}
-
 // SeekTarget says where to move a group's cursors. Exactly one field is set.
 type SeekTarget struct {
 	ToEnd       bool
@@ -538,6 +476,9 @@ type ReapStats struct {
 	SegmentsCompleted int `json:"segmentsCompleted"`
 	// DeadLettersExpired are dead letters removed by dlqRetentionSeconds.
 	DeadLettersExpired int `json:"deadLettersExpired"`
+	// SummariesFolded are partitions whose changes were folded into the
+	// queues' summaries (depth, lag, counts).
+	SummariesFolded int `json:"summariesFolded"`
 	// Batches is the number of transactions the pass ran.
 	Batches int `json:"batches"`
 	// Behind is true when the deadline ended the pass before every kind
@@ -562,17 +503,3 @@ const MaxBacklogCount = 1_000_000
 func (s ReapStats) Did() bool {
 	return s.LeasesExpired+s.DedupPruned+s.SegmentsRetained+s.SegmentsCompleted+s.DeadLettersExpired > 0
 }
-
-// Stats are the gauges the reaper and /metrics report.
-type Stats struct {
-	Queues     int64            `json:"queues"`
-	Partitions int64            `json:"partitions"`
-	Depth      map[string]int64 `json:"depth"`
-	DLQ        map[string]int64 `json:"dlq"`
-	// Lag maps group + LagKeySeparator + queue to its exact lag in messages.
-	Lag map[string]int64 `json:"lag"`
-}
-
-// LagKeySeparator separates group and queue in Stats.Lag keys; group names
-// cannot contain it (no control characters).
-const LagKeySeparator = "\x1f"

@@ -60,7 +60,9 @@ func (g *growthRun) measureCalls(ctx context.Context) {
 		}},
 		{what: "GET /api/v1/resources/overview (console)", via: "http", fn: get("/api/v1/resources/overview")},
 		{what: "GET /api/v1/resources/queues", via: "http", fn: get("/api/v1/resources/queues")},
-		{what: "GET /api/v1/resources/queues/{queue}", via: "http", fn: get("/api/v1/resources/queues/" + gLog)},
+		// a page of 100 partitions: both logs have that many (growthHot)
+		{what: "GET /api/v1/resources/queues/{queue}?partitionsLimit=100", via: "http",
+			fn: get("/api/v1/resources/queues/" + gLog + "?partitionsLimit=100")},
 		{what: "GET /api/v1/consumer-groups", via: "http", fn: get("/api/v1/consumer-groups")},
 		{what: "push 1 message", via: "core", p99: true, fn: func(ctx context.Context, s *side) ([]time.Duration, error) {
 			part := fmt.Sprintf("hot-%d", pushed.Add(1)%growthHot)

@@ -40,9 +40,7 @@ func (c *client) read(ctx context.Context, path string, v any) error {
 
 // queueState reads the queue's partitions and groups.
 func (c *client) queueState(ctx context.Context) (loadcheck.Queue, error) {
-	var q loadcheck.Queue
-	err := c.read(ctx, "/api/v1/resources/queues/"+queueName, &q)
-	return q, err
+	return loadcheck.ReadQueue(ctx, c.read, queueName)
 }
 
 // readFinalState reads the partitions, every logged message (browse) and

@@ -1,7 +1,9 @@
 package loadcheck
 
 import (
+	"context"
 	"encoding/json"
+	"net/url"
 	"time"
 )
 
@@ -78,15 +80,41 @@ type AckResult struct {
 // Queue is a queue's resource (GET /api/v1/resources/queues/{queue}): its
 // partitions and the lag of each group reading it.
 type Queue struct {
-	Partitions []struct {
-		ID         string `json:"id"`
-		Name       string `json:"name"`
-		LastOffset int64  `json:"lastOffset"`
-	} `json:"partitions"`
-	Groups []struct {
+	Partitions    []Partition `json:"partitions"`
+	NextPartition string      `json:"nextPartition"`
+	Groups        []struct {
 		Group string `json:"group"`
 		Lag   int64  `json:"lag"`
 	} `json:"groups"`
+}
+
+// Partition is one partition of a queue's detail.
+type Partition struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	LastOffset int64  `json:"lastOffset"`
+}
+
+// ReadQueue reads a queue's detail with every partition, a page at a time
+// (the detail pages them), through read (a GET that decodes its reply).
+func ReadQueue(ctx context.Context, read func(ctx context.Context, path string, v any) error, name string) (Queue, error) {
+	var all Queue
+	after := ""
+	for {
+		var q Queue
+		path := "/api/v1/resources/queues/" + url.PathEscape(name) + "?partitionsLimit=10000&partitionsAfter=" + url.QueryEscape(after)
+		if err := read(ctx, path, &q); err != nil {
+			return Queue{}, err
+		}
+		if after == "" {
+			all.Groups = q.Groups
+		}
+		all.Partitions = append(all.Partitions, q.Partitions...)
+		if q.NextPartition == "" {
+			return all, nil
+		}
+		after = q.NextPartition
+	}
 }
 
 // Browse is one page of a partition's log (GET /api/v1/messages).

@@ -391,8 +391,8 @@ func (b *backlog) check(ctx context.Context, h *history) {
 	lost := func(format string, args ...any) {
 		h.v.Add(loadcheck.KindLost, "backlog: "+format, args...)
 	}
-	var q loadcheck.Queue
-	if err := b.r.c.read(ctx, "/api/v1/resources/queues/"+backlogQueue, &q); err != nil {
+	q, err := loadcheck.ReadQueue(ctx, b.r.c.read, backlogQueue)
+	if err != nil {
 		lost("read the queue: %v", err)
 		b.rep.Intact = "unread: " + err.Error()
 		return
@@ -451,7 +451,7 @@ func (b *backlog) check(ctx context.Context, h *history) {
 		browsed += int64(len(seen))
 	}
 	dead := int64(0)
-	err := loadcheck.ReadDLQ(ctx, b.r.c.read, backlogQueue, func(loadcheck.DeadLetter) { dead++ })
+	err = loadcheck.ReadDLQ(ctx, b.r.c.read, backlogQueue, func(loadcheck.DeadLetter) { dead++ })
 	if err != nil {
 		lost("read the DLQ: %v", err)
 	} else if dead != b.rep.DeadLettered {

@@ -354,9 +354,7 @@ func (r *runner) progress(s Sample) {
 
 // queueState reads the queue's partitions and groups.
 func (r *runner) queueState(ctx context.Context) (loadcheck.Queue, error) {
-	var q loadcheck.Queue
-	err := r.c.read(ctx, "/api/v1/resources/queues/"+queueName, &q)
-	return q, err
+	return loadcheck.ReadQueue(ctx, r.c.read, queueName)
 }
 
 // drain waits until every group has consumed every partition (lag 0), at

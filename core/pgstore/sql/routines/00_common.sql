@@ -454,17 +454,3 @@ BEGIN
 END
 $fn$;
 
--- Unconsumed messages of a queue (what maxSize caps): per partition, the
--- stored messages after the slowest subscribed group's position; all
--- stored messages when no group subscribes. Messages removed by retention
--- do not count.
-CREATE OR REPLACE FUNCTION queen.queue_depth(p_queue_id bigint)
-RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-BEGIN
-    RETURN (SELECT coalesce(sum(p.last_offset - coalesce(queen.slowest_position(p.id, x.name),
-                                                         queen.group_position(p.id, -1, NULL))), 0)::bigint
-            FROM queen.partitions p JOIN queen.queues x ON x.id = p.queue_id
-            WHERE p.queue_id = p_queue_id);
-END
-$fn$;
-

@@ -148,6 +148,10 @@ BEGIN
             CASE WHEN coalesce(p_mode, 'all') = 'all' THEN NULL ELSE coalesce(p_from, p_now) END,
             p_now)
     ON CONFLICT DO NOTHING;
+    IF FOUND THEN  -- the queue's depths and this group's lags are to be folded in
+        PERFORM pg_advisory_xact_lock(queen.summary_lock_key());
+        PERFORM queen._summary_groups_changed(p_queue);
+    END IF;
     SELECT * INTO s FROM queen.subscriptions WHERE queue_name = p_queue AND group_name = p_group;
     PERFORM queen._schedule(x.id, p_group, ARRAY(
         SELECT p.id FROM queen.partitions p

@@ -199,3 +199,54 @@ BEGIN
 END
 $fn$;
 
+
+-- delete_group removes a group from one queue or (p_queue null) every
+-- queue it reads: its subscriptions, delivery targets, cursors and
+-- scheduling rows, and its part of the summaries. Returns how many
+-- subscriptions, targets and cursors it removed (0: nothing to delete).
+CREATE OR REPLACE FUNCTION queen.delete_group(p_group text, p_queue text)
+RETURNS bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+DECLARE
+    v_queues text[];
+    v_n      bigint;
+    v_more   bigint;
+BEGIN
+    WITH s AS (
+        DELETE FROM queen.subscriptions
+        WHERE group_name = p_group AND (p_queue IS NULL OR queue_name = p_queue)
+        RETURNING queue_name
+    )
+    SELECT array_agg(queue_name), count(*) INTO v_queues, v_n FROM s;
+    DELETE FROM queen.subscription_targets
+    WHERE group_name = p_group AND (p_queue IS NULL OR queue_name = p_queue);
+    GET DIAGNOSTICS v_more = ROW_COUNT;
+    v_n := v_n + v_more;
+    DELETE FROM queen.consumers c
+    USING queen.queues x
+    WHERE c.queue_id = x.id AND c.group_name = p_group AND (p_queue IS NULL OR x.name = p_queue);
+    GET DIAGNOSTICS v_more = ROW_COUNT;
+    v_n := v_n + v_more;
+    DELETE FROM queen.ready r
+    USING queen.queues x
+    WHERE r.queue_id = x.id AND r.group_name = p_group AND (p_queue IS NULL OR x.name = p_queue);
+    DELETE FROM queen.ready_cursor r
+    USING queen.queues x
+    WHERE r.queue_id = x.id AND r.group_name = p_group AND (p_queue IS NULL OR x.name = p_queue);
+    IF cardinality(v_queues) > 0 THEN
+        -- Last, after the cursors' locks: the fold never waits for those.
+        PERFORM pg_advisory_xact_lock(queen.summary_lock_key());
+        DELETE FROM queen.summary_parts sp
+        USING queen.partitions p, queen.queues x
+        WHERE sp.group_name = p_group AND sp.partition_num = p.num AND p.queue_id = x.id
+          AND x.name = ANY (v_queues);
+        DELETE FROM queen.summaries sm
+        USING queen.queues x
+        WHERE sm.group_name = p_group AND sm.queue_id = x.id AND x.name = ANY (v_queues);
+        DELETE FROM queen.summary_marks m
+        USING queen.queues x
+        WHERE m.group_name = p_group AND m.queue_id = x.id AND x.name = ANY (v_queues);
+        PERFORM queen._summary_groups_changed(q) FROM unnest(v_queues) q;
+    END IF;
+    RETURN v_n;
+END
+$fn$;

@@ -130,6 +130,30 @@ BEGIN
 END
 $fn$;
 
+-- _reap_settle stores what the partitions a retention batch visited hold
+-- now: the time of their oldest segment, null when none; those that lost
+-- segments are dirty for the summaries (queen._summarize_step), as a
+-- group's position may have moved up to the oldest one left. The batch
+-- held no partition lock: a push only appends, so the oldest segment a
+-- visit found is still the oldest, but one that found none may have
+-- missed a push meanwhile (the last offset moved), and marks the
+-- partition for a first look instead ('-infinity'). The rows are locked
+-- in a push's order (by id), so that the two never deadlock.
+CREATE OR REPLACE FUNCTION queen._reap_settle(p_nums bigint[], p_lasts bigint[], p_olds timestamptz[],
+                                               p_hits boolean[])
+RETURNS void LANGUAGE sql AS $fn$
+    UPDATE queen.partitions p
+    SET oldest_at = CASE WHEN u.oldest IS NULL AND p.last_offset <> u.last THEN '-infinity' ELSE u.oldest END,
+        dirty = p.dirty OR u.hit
+    FROM (SELECT u.num, u.last, u.oldest, u.hit
+          FROM unnest(p_nums, p_lasts, p_olds, p_hits) AS u(num, last, oldest, hit)
+          JOIN queen.partitions p2 ON p2.num = u.num
+          WHERE p2.oldest_at IS DISTINCT FROM u.oldest OR u.hit
+          ORDER BY p2.id
+          FOR NO KEY UPDATE OF p2) u
+    WHERE p.num = u.num
+$fn$;
+
 -- _reap_segments deletes up to p_limit segments older than their queue's
 -- retention, or (p_completed) older than its completed retention and
 -- consumed by every subscribed group: by each group's cursor, or its
@@ -139,9 +163,9 @@ $fn$;
 -- Its cost grows with what is due, never with what is stored: the
 -- partitions with anything old enough come from partitions_oldest (one
 -- index range per queue), and in each the due segments are a prefix,
--- read up to the first that is not due (_due_end). It locks each
--- partition as a push does, skipping one a push holds, so that oldest_at
--- is set from what is left. Completed retention goes round the partitions
+-- read up to the first that is not due (_due_end). It locks no partition
+-- (see _reap_settle): pushes append while it deletes from the front.
+-- Completed retention goes round the partitions
 -- old enough, from where its last batch stopped (queen.reaper's
 -- completed_at, completed_num): a partition a group holds back is passed
 -- over, and a batch that deleted nothing comes back short, so a group
@@ -158,7 +182,9 @@ DECLARE
     v_next     timestamptz;  -- the oldest segment left in the partition
     v_ctids    tid[] := '{}';
     v_nums     bigint[] := '{}';
+    v_lasts    bigint[] := '{}';  -- their last offsets when the batch began
     v_olds     timestamptz[] := '{}';
+    v_hits     boolean[] := '{}';
     v_seen     int := 0;
     v_looks    int := 0;  -- first looks that found nothing due
     v_last_at  timestamptz;  -- the last partition visited, and the one before
@@ -174,11 +200,11 @@ BEGIN
         v_last_num := v_mark_num;
     END IF;
     FOR c IN
-        SELECT p.id, p.num, p.oldest_at, x.name AS queue, w.cut
+        SELECT p.id, p.num, p.oldest_at, p.last_offset, x.name AS queue, w.cut
         FROM queen.queues x
         CROSS JOIN LATERAL (SELECT p_now - make_interval(secs => queen.retention_keep(x, p_completed, p_default)) AS cut) w
         CROSS JOIN LATERAL (
-            SELECT p.id, p.num, p.oldest_at FROM queen.partitions p
+            SELECT p.id, p.num, p.oldest_at, p.last_offset FROM queen.partitions p
             WHERE p.queue_id = x.id AND p.oldest_at < w.cut
               AND (v_mark_num IS NULL OR (p.oldest_at, p.num) > (v_mark_at, v_mark_num))
             ORDER BY p.oldest_at, p.num LIMIT p_limit) p
@@ -192,9 +218,6 @@ BEGIN
         v_prev_num := v_last_num;
         v_last_at := c.oldest_at;
         v_last_num := c.num;
-        -- As a push locks it (pops and seeks, which only key-share it, go on).
-        PERFORM 1 FROM queen.partitions WHERE id = c.id FOR NO KEY UPDATE SKIP LOCKED;
-        CONTINUE WHEN NOT FOUND;  -- a push holds it: the next batch
         SELECT d.ctids, d.next_at INTO v_more, v_next
         FROM queen._reap_prefix(c.id, c.num, c.queue, c.cut, p_completed, p_limit - cardinality(v_ctids)) d;
         v_ctids := v_ctids || v_more;
@@ -202,16 +225,13 @@ BEGIN
             v_looks := v_looks + 1;
         END IF;
         v_nums := v_nums || c.num;
+        v_lasts := v_lasts || c.last_offset;
         v_olds := v_olds || v_next;
+        v_hits := v_hits || (cardinality(v_more) > 0);
     END LOOP;
 
     n := queen._delete_segments(v_ctids, p_now);
-
-    -- What the partitions visited store now: the time of their oldest
-    -- segment, null when none (their locks are held).
-    UPDATE queen.partitions p SET oldest_at = u.oldest
-    FROM unnest(v_nums, v_olds) AS u(num, oldest)
-    WHERE p.num = u.num AND p.oldest_at IS DISTINCT FROM u.oldest;
+    PERFORM queen._reap_settle(v_nums, v_lasts, v_olds, v_hits);
 
     IF p_completed THEN
         -- The next batch goes on where this one stopped: after the last
@@ -475,6 +495,7 @@ BEGIN
         WHEN 'dedup' THEN v_n := queen._reap_dedup(v_now, p_limit);
         WHEN 'retention' THEN RETURN queen._reap_segments(v_now, p_limit, false, p_keep)::jsonb || '{"dead": 0}';
         WHEN 'completed' THEN RETURN queen._reap_segments(v_now, p_limit, true, p_keep_completed)::jsonb || '{"dead": 0}';
+        WHEN 'summaries' THEN RETURN queen._summarize_step(p_limit)::jsonb || '{"dead": 0}';
         ELSE RAISE EXCEPTION 'reap_step: unknown kind %', p_kind USING ERRCODE = '22023';
     END CASE;
     RETURN json_build_object('n', v_n, 'dead', 0, 'rows', v_n);
@@ -551,6 +572,8 @@ DECLARE
 BEGIN
     -- Exclusive against pushes to this queue (they hold it shared).
     PERFORM pg_advisory_xact_lock(queen.queue_lock_key(p_queue));
+    -- and against the summaries' fold, whose rows go with the queue's
+    PERFORM pg_advisory_xact_lock(queen.summary_lock_key());
     DELETE FROM queen.subscriptions WHERE queue_name = p_queue;
     GET DIAGNOSTICS v_subs = ROW_COUNT;
     DELETE FROM queen.subscription_targets WHERE queue_name = p_queue;
@@ -564,6 +587,7 @@ BEGIN
     -- partitions, which no queue will have again.
     DELETE FROM queen.ready WHERE queue_id = v_id;
     DELETE FROM queen.ready_cursor WHERE queue_id = v_id;
+    DELETE FROM queen.summary_marks WHERE queue_id = v_id;
     DELETE FROM queen.queues WHERE id = v_id;  -- cascades to partitions and consumers
     RETURN true;
 END
