@@ -28,6 +28,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, f queen.DLQFilter) (queen.D
 	}
 	var out struct {
 		Total    int64              `json:"total"`
+		Exact    bool               `json:"exact"` // counted per queue: never capped
 		Messages []sealedDeadLetter `json:"messages"`
 	}
 	err := s.call(ctx, "list dead letters", sqlDLQList, &out, nullable(f.Queue), nullable(f.ConsumerGroup),
@@ -37,7 +38,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, f queen.DLQFilter) (queen.D
 	}
 	msgs, err := s.openDeadLetters(ctx, out.Messages, f.Queue == "")
 	page := queen.DLQPage{Total: out.Total, Messages: msgs}
-	if page.Total > queen.MaxDLQTotal {
+	if page.Total > queen.MaxDLQTotal && !out.Exact {
 		page.Total, page.TotalCapped = queen.MaxDLQTotal, true
 	}
 	return page, err

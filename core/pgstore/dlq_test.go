@@ -178,8 +178,10 @@ func TestDeadLettersExpireByDLQRetention(t *testing.T) {
 	}
 }
 
-// A DLQ listing counts its total up to queen.MaxDLQTotal and says when
-// there are more, so that a page of a large DLQ does not count it all.
+// A DLQ listing by queue (or of every queue) gives the exact total kept
+// per queue; with any other filter it counts its total up to
+// queen.MaxDLQTotal and says when there are more, so that a page of a
+// large DLQ does not count it all.
 func TestDLQTotalIsCapped(t *testing.T) {
 	t.Parallel()
 	e := pgstoretest.New(t)
@@ -197,9 +199,16 @@ func TestDLQTotalIsCapped(t *testing.T) {
 		FROM queen.dlq, generate_series(1, $1::int) g`, queen.MaxDLQTotal); err != nil {
 		t.Fatal(err)
 	}
-	page, err = e.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "big", Limit: 10})
+	for _, f := range []queen.DLQFilter{{Queue: "big", Limit: 10}, {Limit: 10}} {
+		page, err = e.Store.ListDeadLetters(ctx, f)
+		if err != nil || page.Total != queen.MaxDLQTotal+1 || page.TotalCapped || len(page.Messages) != 10 {
+			t.Fatalf("%d dead letters, filter %+v: total %d capped %v, %d on the page, %v; want the exact total",
+				queen.MaxDLQTotal+1, f, page.Total, page.TotalCapped, len(page.Messages), err)
+		}
+	}
+	page, err = e.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "big", ConsumerGroup: "g", Limit: 10})
 	if err != nil || page.Total != queen.MaxDLQTotal || !page.TotalCapped || len(page.Messages) != 10 {
-		t.Fatalf("%d dead letters: total %d capped %v, %d on the page, %v; want the total capped at %d",
+		t.Fatalf("%d dead letters of group g: total %d capped %v, %d on the page, %v; want the total capped at %d",
 			queen.MaxDLQTotal+1, page.Total, page.TotalCapped, len(page.Messages), err, queen.MaxDLQTotal)
 	}
 }

@@ -6,8 +6,8 @@
 -- summary: one row for the partition itself (group '', its depth) and one
 -- per subscribed group (its lag there). queen.summaries holds their sums
 -- per (queue, group). A partition whose state may have moved since its
--- rows were written is unfolded: a push or retention changed the
--- partition row (partitions.dirty), or a cursor was made or its commit
+-- rows were written is unfolded: a push moved its last offset or
+-- retention deleted from it (partitions.dirty), or a cursor was made or its commit
 -- moved (a row in queen.summary_marks); triggers set both, so every path
 -- that writes those rows does. Reads add, to the stored sums, the
 -- difference the unfolded partitions make now; the reaper folds them in
@@ -35,8 +35,10 @@ CREATE INDEX summary_marks_queue ON queen.summary_marks (queue_id);
 ALTER TABLE queen.summary_marks SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500,
                                      autovacuum_vacuum_cost_delay = 0);
 
+-- (no foreign key: a check per row would lock the partition's row; a
+-- queue's deletion deletes its partitions' rows)
 CREATE TABLE queen.summary_parts (
-    partition_num bigint NOT NULL REFERENCES queen.partitions (num) ON DELETE CASCADE,
+    partition_num bigint NOT NULL,
     group_name    text   COLLATE "C" NOT NULL,  -- '' is the partition itself
     counted       int    NOT NULL,  -- 1 per partition (''), 1 per cursor row (group)
     messages      bigint NOT NULL,  -- messages ever pushed ('' only)
@@ -61,8 +63,10 @@ BEGIN
     RETURN NEW;
 END
 $fn$;
-CREATE TRIGGER partitions_dirty BEFORE UPDATE OF last_offset, oldest_at ON queen.partitions
-    FOR EACH ROW WHEN (NOT OLD.dirty AND (OLD.last_offset, OLD.oldest_at) IS DISTINCT FROM (NEW.last_offset, NEW.oldest_at))
+-- (retention sets the flag itself when it deletes: its first look at a
+-- partition moves oldest_at without changing what the partition adds)
+CREATE TRIGGER partitions_dirty BEFORE UPDATE OF last_offset ON queen.partitions
+    FOR EACH ROW WHEN (NOT OLD.dirty AND OLD.last_offset IS DISTINCT FROM NEW.last_offset)
     EXECUTE FUNCTION queen._partition_dirty();
 CREATE OR REPLACE FUNCTION queen._cursor_moved() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN

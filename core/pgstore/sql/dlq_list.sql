@@ -8,7 +8,12 @@ WITH f AS (
       AND ($5::timestamptz IS NULL OR failed_at <= $5)
 )
 SELECT json_build_object(
-    'total', (SELECT count(*) FROM (SELECT 1 FROM f LIMIT $8) c),
+    -- by queue only (or not at all): the exact count kept per queue
+    -- (queen.dlq_counts); by more: counted, up to $8
+    'exact', $2::text IS NULL AND $3::text IS NULL AND $4::timestamptz IS NULL AND $5::timestamptz IS NULL,
+    'total', CASE WHEN $2::text IS NULL AND $3::text IS NULL AND $4::timestamptz IS NULL AND $5::timestamptz IS NULL
+                  THEN (SELECT coalesce(sum(k.n), 0) FROM queen.dlq_counts k WHERE $1::text IS NULL OR k.queue_name = $1)
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM f LIMIT $8) c) END,
     'messages', coalesce((
         SELECT json_agg(json_build_object(
                    'id', d.id, 'queue', d.queue_name, 'partition', d.partition_name,

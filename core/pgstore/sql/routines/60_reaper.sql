@@ -588,7 +588,8 @@ BEGIN
     DELETE FROM queen.ready WHERE queue_id = v_id;
     DELETE FROM queen.ready_cursor WHERE queue_id = v_id;
     DELETE FROM queen.summary_marks WHERE queue_id = v_id;
-    DELETE FROM queen.queues WHERE id = v_id;  -- cascades to partitions and consumers
+    DELETE FROM queen.summary_parts WHERE partition_num IN (SELECT num FROM queen.partitions WHERE queue_id = v_id);
+    DELETE FROM queen.queues WHERE id = v_id;  -- cascades to partitions, consumers and summaries
     RETURN true;
 END
 $fn$;
