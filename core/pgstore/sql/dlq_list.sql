@@ -1,5 +1,5 @@
 -- $1 queue, $2 group, $3 partition, $4 from, $5 to, $6 limit, $7 offset, $8 the most total counts
-WITH f AS (
+WITH f AS NOT MATERIALIZED (  -- (inlined in each use: the page goes by dlq_failed or dlq_queue)
     SELECT * FROM queen.dlq
     WHERE ($1::text IS NULL OR queue_name = $1)
       AND ($2::text IS NULL OR consumer_group = $2)

@@ -188,21 +188,23 @@ BEGIN
         WHERE m.partition_id IN (SELECT p.id FROM queen.partitions p WHERE p.num = ANY (v_nums));
         SELECT array_agg(d.num), array_agg(d.row_xmin) INTO v_done, v_xmins
         FROM queen._summarize(v_nums) d WHERE d.group_name = '';
+        -- (the rows locked first, by address, in a statement of their
+        -- own: a semi-join on a lock was planned as a loop over both)
         DELETE FROM queen.summary_marks m
-        WHERE (m.partition_id, m.group_name) IN (
-            SELECT m2.partition_id, m2.group_name
+        WHERE m.ctid = ANY (ARRAY(
+            SELECT m2.ctid
             FROM unnest(v_pids, v_groups, v_ns) AS r(pid, group_name, n)
             JOIN queen.summary_marks m2 ON m2.partition_id = r.pid AND m2.group_name = r.group_name
             WHERE m2.n = r.n
-            FOR UPDATE OF m2 SKIP LOCKED);
+            FOR UPDATE OF m2 SKIP LOCKED));
         -- (a partition a push holds keeps its flag: the next fold)
         UPDATE queen.partitions p SET dirty = false
-        WHERE p.num IN (
-            SELECT p2.num
+        WHERE p.ctid = ANY (ARRAY(
+            SELECT p2.ctid
             FROM unnest(v_done, v_xmins) AS d(num, row_xmin)
             JOIN queen.partitions p2 ON p2.num = d.num
             WHERE p2.dirty AND p2.xmin = d.row_xmin
-            FOR NO KEY UPDATE OF p2 SKIP LOCKED);
+            FOR NO KEY UPDATE OF p2 SKIP LOCKED));
         n := cardinality(v_nums);
     END IF;
     IF n < p_limit THEN
