@@ -69,7 +69,7 @@ func (d *Dispatcher) DrainUntil(ctx context.Context, sub queen.Subscription, unt
 		total.Settled += p.settled
 		total.Failed += p.failed
 		total.MaxAge = max(total.MaxAge, p.maxAge)
-		if ctx.Err() != nil {
+		if ended(ctx) {
 			return total, nil // what failed, failed for that: the caller ended the drain
 		}
 		if err != nil || past(until) {
@@ -101,7 +101,7 @@ func (d *Dispatcher) DrainUntil(ctx context.Context, sub queen.Subscription, unt
 			}
 		}
 		cur, err := d.cfg.Store.Subscription(ctx, sub.Queue, sub.ConsumerGroup)
-		if ctx.Err() != nil {
+		if ended(ctx) {
 			return total, nil
 		}
 		if errors.Is(err, queen.ErrNotFound) || err == nil && (!cur.Enabled || cur.Target.URL == "" && d.cfg.Lambda == nil) {
@@ -276,6 +276,18 @@ func (d *Dispatcher) deliverOne(ctx context.Context, sub queen.Subscription, fai
 	}
 	return delivery{settled: len(sent), leased: true, attempted: len(failed) > 0, age: age},
 		d.record(sctx, sub, len(sent), "")
+}
+
+// ended reports whether the caller ended a drain: ctx is done, or its
+// deadline has passed. A batch is settled under a context of its own with
+// ctx's deadline (settleContext), whose timer can fire, and fail the
+// settling, a moment before ctx's own.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // settleWithin bounds settling a batch whose delivery's context ended
