@@ -8,7 +8,8 @@ import (
 
 func (a *API) listDLQ(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := queen.DLQFilter{Queue: first(q, "queue"), ConsumerGroup: first(q, "consumerGroup"), Partition: first(q, "partition")}
+	f := queen.DLQFilter{Queue: first(q, "queue"), ConsumerGroup: first(q, "consumerGroup"), Partition: first(q, "partition"),
+		Cursor: first(q, "cursor")}
 	var err error
 	if f.From, err = queryTime(q, "from"); err != nil {
 		return err
@@ -32,6 +33,9 @@ func (a *API) listDLQ(w http.ResponseWriter, r *http.Request) error {
 	reply := map[string]any{"messages": page.Messages, "total": page.Total, "limit": f.Limit, "offset": f.Offset}
 	if page.TotalCapped {
 		reply["totalCapped"] = true // total is a lower bound
+	}
+	if page.NextCursor != "" {
+		reply["nextCursor"] = page.NextCursor
 	}
 	writeJSON(w, http.StatusOK, reply)
 	return nil

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/queen-serverless/queen/core/queen"
 )
@@ -26,18 +27,30 @@ func (s *Store) ListDeadLetters(ctx context.Context, f queen.DLQFilter) (queen.D
 	if f.Offset < 0 {
 		return queen.DLQPage{}, queen.Invalid("offset", "must not be negative")
 	}
+	var after *time.Time
+	var afterID *int64
+	if f.Cursor != "" {
+		at, id, err := queen.ParseDLQCursor(f.Cursor)
+		if err != nil {
+			return queen.DLQPage{}, err
+		}
+		after, afterID = &at, &id
+	}
 	var out struct {
 		Total    int64              `json:"total"`
 		Exact    bool               `json:"exact"` // counted per queue: never capped
 		Messages []sealedDeadLetter `json:"messages"`
 	}
 	err := s.call(ctx, "list dead letters", sqlDLQList, &out, nullable(f.Queue), nullable(f.ConsumerGroup),
-		nullable(f.Partition), nullTime(f.From), nullTime(f.To), f.Limit, f.Offset, queen.MaxDLQTotal+1)
+		nullable(f.Partition), nullTime(f.From), nullTime(f.To), f.Limit, f.Offset, queen.MaxDLQTotal+1, after, afterID)
 	if err != nil {
 		return queen.DLQPage{}, err
 	}
 	msgs, err := s.openDeadLetters(ctx, out.Messages, f.Queue == "")
 	page := queen.DLQPage{Total: out.Total, Messages: msgs}
+	if len(out.Messages) == f.Limit {
+		page.NextCursor = queen.DLQCursor(out.Messages[len(out.Messages)-1].DeadLetter)
+	}
 	if page.Total > queen.MaxDLQTotal && !out.Exact {
 		page.Total, page.TotalCapped = queen.MaxDLQTotal, true
 	}

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -210,5 +211,51 @@ func TestDLQTotalIsCapped(t *testing.T) {
 	if err != nil || page.Total != queen.MaxDLQTotal || !page.TotalCapped || len(page.Messages) != 10 {
 		t.Fatalf("%d dead letters of group g: total %d capped %v, %d on the page, %v; want the total capped at %d",
 			queen.MaxDLQTotal+1, page.Total, page.TotalCapped, len(page.Messages), err, queen.MaxDLQTotal)
+	}
+}
+
+// A DLQ listing pages by cursor: each full page's nextCursor starts the
+// next one after its last dead letter, newest first, every dead letter
+// once, the last page without a cursor; a cursor that is no nextCursor
+// is refused.
+func TestDLQPagesByCursor(t *testing.T) {
+	t.Parallel()
+	e := pgstoretest.NewClocked(t)
+	for i := range 25 {
+		pushN(t, e, "q", fmt.Sprintf("p%d", i%3), fmt.Sprintf("m%d-", i), 1)
+		deadLetter(t, e, "q")
+		e.Clock.Advance(time.Millisecond)
+	}
+	var seen []int64
+	cursor := ""
+	for pages := 1; ; pages++ {
+		page, err := e.Store.ListDeadLetters(ctx, queen.DLQFilter{Queue: "q", Limit: 10, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.Total != 25 {
+			t.Fatalf("page %d: total %d, want 25 (the whole filter)", pages, page.Total)
+		}
+		for _, d := range page.Messages {
+			seen = append(seen, d.ID)
+		}
+		if page.NextCursor == "" {
+			if pages != 3 || len(page.Messages) != 5 {
+				t.Fatalf("the last page is page %d with %d dead letters, want page 3 with 5", pages, len(page.Messages))
+			}
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if len(seen) != 25 {
+		t.Fatalf("the pages held %d dead letters, want 25: %v", len(seen), seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] >= seen[i-1] {
+			t.Fatalf("dead letters %v are not newest first, each once", seen)
+		}
+	}
+	if _, err := e.Store.ListDeadLetters(ctx, queen.DLQFilter{Cursor: "yesterday"}); !errors.Is(err, queen.ErrInvalid) {
+		t.Fatalf("cursor yesterday: %v, want ErrInvalid", err)
 	}
 }

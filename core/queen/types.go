@@ -2,6 +2,8 @@ package queen
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -413,6 +415,10 @@ type DLQFilter struct {
 	Partition     string
 	From, To      *time.Time
 	Limit, Offset int
+	// Cursor, a page's NextCursor, starts the page after that page's
+	// last dead letter (an index range, whatever came before; Offset
+	// then counts from there).
+	Cursor string
 }
 
 // DLQPage is one page of dead letters and the total matching the filter.
@@ -422,6 +428,25 @@ type DLQPage struct {
 	// TotalCapped is true when there are more.
 	Total       int64 `json:"total"`
 	TotalCapped bool  `json:"totalCapped,omitempty"`
+	// NextCursor, on a full page, is the Cursor of the next one.
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// DLQCursor is the cursor after dead letter d in a listing's order
+// (newest first): its failedAt and id.
+func DLQCursor(d DeadLetter) string {
+	return d.FailedAt.UTC().Format(time.RFC3339Nano) + "," + strconv.FormatInt(d.ID, 10)
+}
+
+// ParseDLQCursor reads a DLQCursor.
+func ParseDLQCursor(c string) (time.Time, int64, error) {
+	at, id, ok := strings.Cut(c, ",")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err != nil || err2 != nil {
+		return time.Time{}, 0, Invalid("cursor", "must be a nextCursor of an earlier page")
+	}
+	return t, n, nil
 }
 
 // MaxDLQTotal caps a DLQ listing's total, so that a page of a large DLQ

@@ -1,4 +1,5 @@
--- $1 queue, $2 group, $3 partition, $4 from, $5 to, $6 limit, $7 offset, $8 the most total counts
+-- $1 queue, $2 group, $3 partition, $4 from, $5 to, $6 limit, $7 offset, $8 the most total counts,
+-- $9 and $10 the cursor: the page starts after (failed_at, id) in the listing's order
 WITH f AS NOT MATERIALIZED (  -- (inlined in each use: the page goes by dlq_failed or dlq_queue)
     SELECT * FROM queen.dlq
     WHERE ($1::text IS NULL OR queue_name = $1)
@@ -22,4 +23,6 @@ SELECT json_build_object(
                    'consumerGroup', d.consumer_group, 'errorMessage', d.error,
                    'retryCount', d.attempts, 'createdAt', d.created_at, 'failedAt', d.failed_at)
                ORDER BY d.failed_at DESC, d.id DESC)
-        FROM (SELECT * FROM f ORDER BY failed_at DESC, id DESC LIMIT $6 OFFSET $7) d), '[]'::json))
+        FROM (SELECT * FROM f
+              WHERE $9::timestamptz IS NULL OR (f.failed_at, f.id) < ($9::timestamptz, $10::bigint)
+              ORDER BY failed_at DESC, id DESC LIMIT $6 OFFSET $7) d), '[]'::json))
