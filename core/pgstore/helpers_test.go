@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
 )
@@ -142,4 +144,23 @@ func depth(t *testing.T, e *pgstoretest.Env, queue string) int64 {
 		t.Fatalf("queue %s: %v", queue, err)
 	}
 	return d.Depth
+}
+
+// ownTx begins a transaction on a connection of its own, so that the
+// statistics it reads (pg_stat_xact_user_tables) are its own statements'
+// only. It is rolled back and closed when the test ends (a commit first
+// is fine).
+func ownTx(t *testing.T, e *pgstoretest.Env) pgx.Tx {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	return tx
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/queen-serverless/queen/core/pgstore"
 	"github.com/queen-serverless/queen/core/queen"
 	"github.com/queen-serverless/queen/internal/pgstoretest"
@@ -331,17 +329,7 @@ func TestRetentionReadsWhatIsDue(t *testing.T) {
 	}
 	e.Clock.Advance(61 * time.Second)
 
-	// A connection of its own: the statistics it reads are the batch's only.
-	conn, err := pgx.Connect(ctx, e.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	tx := ownTx(t, e)
 	var res struct{ N, Rows int }
 	if err := tx.QueryRow(ctx, `SELECT (r->>'n')::int, (r->>'rows')::int
 		FROM queen.reap_step($1, 'retention', 2000, 0, 0) r`, e.Clock.Now()).Scan(&res.N, &res.Rows); err != nil {

@@ -242,16 +242,7 @@ func TestSummariesReadWhatChanged(t *testing.T) {
 		pushN(t, e, "big", fmt.Sprintf("p%d", p), fmt.Sprintf("again%d", p), 1)
 	}
 
-	conn, err := pgx.Connect(ctx, e.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	tx := ownTx(t, e)
 	rows, err := tx.Query(ctx, `SELECT s.group_name, s.partitions, s.messages, s.lag
 		FROM queen.queues x CROSS JOIN LATERAL queen.summary(x.id) s WHERE x.name = 'big' ORDER BY 1`)
 	if err != nil {
